@@ -1,0 +1,46 @@
+"""pytest-specdecode: measure and gate vLLM speculative decoding from pytest.
+
+Importing this package imports neither vLLM nor torch.
+"""
+
+from __future__ import annotations
+
+from .assertions import (
+    assert_acceptance_length,
+    assert_acceptance_rate,
+    assert_outputs_equivalent,
+    assert_speedup,
+)
+from .engine import Engine, EnginePool
+from .engine_config import EngineConfig
+from .errors import (
+    ConfigError,
+    EngineCrashedError,
+    EngineError,
+    EngineStartError,
+    EngineTimeoutError,
+    GateError,
+    SpecDecodeError,
+)
+from .result import EngineFigures, Result
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ConfigError",
+    "Engine",
+    "EngineConfig",
+    "EngineCrashedError",
+    "EngineError",
+    "EngineFigures",
+    "EnginePool",
+    "EngineStartError",
+    "EngineTimeoutError",
+    "GateError",
+    "Result",
+    "SpecDecodeError",
+    "assert_acceptance_length",
+    "assert_acceptance_rate",
+    "assert_outputs_equivalent",
+    "assert_speedup",
+]

@@ -1,0 +1,31 @@
+"""Exceptions raised by pytest-specdecode."""
+
+from __future__ import annotations
+
+
+class SpecDecodeError(Exception):
+    """Base class for every error this package raises on purpose."""
+
+
+class ConfigError(SpecDecodeError, ValueError):
+    """A setting (marker, option, ini, file) is invalid; the message names where it came from."""
+
+
+class EngineError(SpecDecodeError, RuntimeError):
+    """A vLLM engine worker failed to start, crashed, or did not answer in time."""
+
+
+class EngineStartError(EngineError):
+    """The engine worker could not build its ``vllm.LLM``."""
+
+
+class EngineCrashedError(EngineError):
+    """The engine worker process died."""
+
+
+class EngineTimeoutError(EngineError):
+    """The engine worker did not answer within the timeout and was killed."""
+
+
+class GateError(AssertionError):
+    """A speedup, acceptance or equivalence gate failed."""

