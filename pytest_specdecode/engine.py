@@ -273,8 +273,11 @@ class EnginePool:
         return self._device
 
     def acquire(
-        self, config: EngineConfig, *, keep: Sequence[EngineConfig] = (), timeout: float | None
-        = None
+        self,
+        config: EngineConfig,
+        *,
+        keep: Sequence[EngineConfig] = (),
+        timeout: float | None = None,
     ) -> Engine:
         """The engine for ``config``, started if needed. Engines in ``keep`` are not evicted."""
         engine = self._engines.get(config.key)
@@ -295,9 +298,7 @@ class EnginePool:
             old.close()
         placement = place(config, self.device, self.max_engines)
         self.progress(f"starting {config.describe()} [{placement.memory}] ...")
-        engine = Engine(
-            config, placement, timeout=timeout or self.timeout, log_dir=self.log_dir
-        )
+        engine = Engine(config, placement, timeout=timeout or self.timeout, log_dir=self.log_dir)
         self.starts += 1
         self.start_seconds += engine.start_seconds
         self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")

@@ -82,8 +82,7 @@ class EngineConfig:
         k = spec.get("num_speculative_tokens")
         if k is None:
             raise ConfigError(
-                f"{source}: num_speculative_tokens is missing; add e.g. "
-                '"num_speculative_tokens": 4'
+                f'{source}: num_speculative_tokens is missing; add e.g. "num_speculative_tokens": 4'
             )
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(
@@ -91,6 +90,5 @@ class EngineConfig:
             )
         if not spec.get("method") and not spec.get("model"):
             raise ConfigError(
-                f"{source}: no proposer: give \"method\" (e.g. \"ngram\" or \"draft_model\" "
-                'with "model")'
+                f'{source}: no proposer: give "method" (e.g. "ngram" or "draft_model" with "model")'
             )

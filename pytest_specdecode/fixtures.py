@@ -65,8 +65,14 @@ class SpecDecode:
         """
         prompts = validate_prompts(prompts)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigError(f"run(max_tokens=...): expected a positive integer, got {max_tokens!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
+            raise ConfigError(
+                f"run(max_tokens=...): expected a positive integer, got {max_tokens!r}"
+            )
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or temperature < 0
+        ):
             raise ConfigError(f"run(temperature=...): expected a number >= 0, got {temperature!r}")
         if concurrency is not None and (
             isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
@@ -75,7 +81,9 @@ class SpecDecode:
                 f"run(concurrency=...): expected a positive integer, got {concurrency!r}"
             )
         n_trials = (
-            self.spec.trials if trials is None else BY_NAME["trials"].parse(trials, "run(trials=...)")
+            self.spec.trials
+            if trials is None
+            else BY_NAME["trials"].parse(trials, "run(trials=...)")
         )
         params: dict[str, Any] = {
             "temperature": float(temperature),
@@ -110,7 +118,9 @@ class SpecDecode:
             num_prompts=len(prompts),
             sampling=params,
             concurrency=concurrency,
-            label=label if label is not None else (f"#{len(self.results) + 1}" if self.results else ""),
+            label=label
+            if label is not None
+            else (f"#{len(self.results) + 1}" if self.results else ""),
         )
         self.results.append(result)
         self._session.results.append(result)
@@ -132,6 +142,11 @@ class SpecDecode:
         return self._session.pool.acquire(configs[which], keep=[other], timeout=self.spec.timeout)
 
 
+def vllm_available() -> bool:
+    """Whether vLLM can be imported (checked without importing it)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
 def _spec_for(request: pytest.FixtureRequest) -> TestSpec:
     session = request.config.stash[SESSION_KEY]
     nodeid = request.node.nodeid
@@ -143,7 +158,7 @@ def _spec_for(request: pytest.FixtureRequest) -> TestSpec:
             f"{nodeid}: the specdecode fixtures need the marker, e.g. "
             f'@pytest.mark.{MARKER}("structured", speculative_config={{...}})'
         )
-    if importlib.util.find_spec("vllm") is None:
+    if not vllm_available():
         pytest.skip(VLLM_MISSING)
     return spec
 

@@ -109,7 +109,7 @@ def resolve(
     baseline = EngineConfig.create(str(target), None, engine_kwargs)
     speculative = EngineConfig.create(str(target), spec_config, engine_kwargs)
     speculative.check_speculative_config(
-        f"speculative_config (from {sources.get('speculative_config', 'marker')})"
+        f"{nodeid}: speculative_config (from {sources.get('speculative_config', 'marker')})"
     )
     return TestSpec(
         nodeid=nodeid,

@@ -50,6 +50,7 @@ def validate_prompts(prompts: Any) -> list[Any]:
     if isinstance(prompts, str | bytes):
         raise ConfigError("run(prompts=...): expected a list of prompts, got a single string")
     prompts = list(prompts)
+    checked: list[Any] = prompts
     if not prompts:
         raise ConfigError("run(prompts=...): the prompt list is empty")
     for i, p in enumerate(prompts):
@@ -58,7 +59,7 @@ def validate_prompts(prompts: Any) -> list[Any]:
                 f"run(prompts=...): prompt {i} must be a non-empty string or a vLLM prompt "
                 f"dict, got {p!r:.80}"
             )
-    return prompts
+    return checked
 
 
 def run_paired(

@@ -86,7 +86,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     state = item.config.stash[SESSION_KEY]
     spec = state.specs.get(item.nodeid)
     if spec is not None and spec.gates:
-        failures = [msg for r in state.results_for(item.nodeid) for msg in check_gates(r, spec.gates)]
+        failures = [
+            msg for r in state.results_for(item.nodeid) for msg in check_gates(r, spec.gates)
+        ]
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)
     return outcome

@@ -112,7 +112,8 @@ class Result:
             for side in ("baseline", "speculative"):
                 data[side].pop("token_ids")
                 data[side].pop("texts")
-        return _finite(data)
+        finite: dict[str, Any] = _finite(data)
+        return finite
 
 
 def _finite(value: Any) -> Any:

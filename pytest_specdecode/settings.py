@@ -130,8 +130,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "timeout",
-        "seconds an engine may take to start or answer one call before it is killed "
-        "(default 900)",
+        "seconds an engine may take to start or answer one call before it is killed (default 900)",
         _positive_float,
         default=900.0,
     ),
@@ -185,9 +184,7 @@ class GlobalSettings:
         return self.sources.get(name, "default")
 
 
-def load_global(
-    getoption: Callable[[str], Any], getini: Callable[[str], Any]
-) -> GlobalSettings:
+def load_global(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> GlobalSettings:
     """Read every setting from the command line, else ini, else its default."""
     result = GlobalSettings()
     for setting in SETTINGS:

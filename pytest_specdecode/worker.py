@@ -90,9 +90,7 @@ class _Engine:
         outputs: list[Any] = []
         start = time.perf_counter()
         for i in range(0, len(prompts), batch):
-            outputs.extend(
-                self.llm.generate(list(prompts[i : i + batch]), params, use_tqdm=False)
-            )
+            outputs.extend(self.llm.generate(list(prompts[i : i + batch]), params, use_tqdm=False))
         elapsed = time.perf_counter() - start
         return {"elapsed": elapsed, "requests": [_request_figures(o) for o in outputs]}
 

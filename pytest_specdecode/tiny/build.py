@@ -74,7 +74,7 @@ def llama_config(
         bos_token_id=0,
         eos_token_id=1,
         tie_word_embeddings=False,
-        torch_dtype="float32",
+        dtype="float32",
     )
 
 

