@@ -45,7 +45,9 @@ def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
     return SpecDecodeSession(settings=settings, progress=progress)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # trylast: conftest files may fill in default options (e.g. the built-in tiny models) first.
     config.addinivalue_line("markers", MARKER_DOC)
     config.stash[SESSION_KEY] = _progress_writer(config)
 

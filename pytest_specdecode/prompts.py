@@ -1,0 +1,64 @@
+"""Prompt files: JSON Lines, each line validated against ``schemas/prompts.schema.json``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of a prompt file."""
+
+    prompt: str
+    id: str = ""
+    category: str = ""
+    output_schema: dict[str, Any] | None = None
+    notes: str = ""
+    source: str = field(default="", compare=False)  # "file:line"
+
+
+@cache
+def prompt_schema() -> dict[str, Any]:
+    """The JSON Schema every line of a prompt file must satisfy."""
+    text = resources.files("pytest_specdecode").joinpath("schemas/prompts.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def load_prompts(path: str | Path) -> list[Prompt]:
+    """Read a JSON Lines prompt file; errors name the file, the line and the reason.
+
+    Blank lines and lines starting with ``#`` are skipped.
+    """
+    import jsonschema
+
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"prompt file {path}: cannot be read ({exc.strerror})") from None
+    validator = jsonschema.Draft202012Validator(prompt_schema())
+    prompts = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        where = f"prompt file {path}, line {number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+        error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+        if error is not None:
+            at = "/".join(str(p) for p in error.absolute_path)
+            raise ConfigError(f"{where}: {error.message}" + (f" (at {at})" if at else ""))
+        prompts.append(Prompt(source=f"{path}:{number}", **data))
+    if not prompts:
+        raise ConfigError(f"prompt file {path}: holds no prompt")
+    return prompts

@@ -1,0 +1,40 @@
+from pathlib import Path
+
+import pytest
+
+from pytest_specdecode.errors import ConfigError
+from pytest_specdecode.prompts import load_prompts
+
+
+def test_loads_valid_file(tmp_path: Path) -> None:
+    f = tmp_path / "p.jsonl"
+    f.write_text(
+        '# comment\n{"id": "a", "prompt": "hello"}\n\n{"prompt": "x", "output_schema": {}}\n'
+    )
+    prompts = load_prompts(f)
+    assert [p.prompt for p in prompts] == ["hello", "x"]
+    assert prompts[0].source.endswith("p.jsonl:2")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"prompt": "ok"}\n{"prompt": ', "line 2: not valid JSON"),
+        ('{"id": "a"}', "line 1: 'prompt' is a required property"),
+        ('{"prompt": ""}', "line 1: '' should be non-empty"),
+        ('{"prompt": "a", "promt": "b"}', "line 1: Additional properties are not allowed"),
+        ('{"prompt": 3}', "line 1: 3 is not of type 'string' \\(at prompt\\)"),
+        ("\n# only a comment\n", "holds no prompt"),
+    ],
+)
+def test_malformed_file_names_file_line_reason(tmp_path: Path, content: str, message: str) -> None:
+    f = tmp_path / "bad.jsonl"
+    f.write_text(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_prompts(f)
+    assert str(f) in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_prompts(tmp_path / "nope.jsonl")
