@@ -52,7 +52,7 @@ class SpecDecode:
         warmup: int = 1,
         concurrency: int | None = None,
         seed: int = 0,
-        json_schema: dict[str, Any] | None = None,
+        json_schema: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         label: str | None = None,
         **sampling: Any,
     ) -> Result:
@@ -61,7 +61,8 @@ class SpecDecode:
         Every round uses the same sampling parameters with ``ignore_eos=True``, so both engines
         generate ``max_tokens`` tokens per prompt. ``concurrency`` splits the prompts into
         batches of that size, sent one after the other (default: all at once). ``json_schema``
-        turns on vLLM structured outputs. Other keywords go to ``vllm.SamplingParams``.
+        (one JSON Schema, or one per prompt) turns on vLLM structured outputs. Other keywords go
+        to ``vllm.SamplingParams`` (``ignore_eos=False`` lets generation stop early).
         """
         prompts = validate_prompts(prompts)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -92,7 +93,14 @@ class SpecDecode:
             "seed": seed,
             **sampling,
         }
-        if json_schema is not None:
+        if isinstance(json_schema, Sequence):
+            if len(json_schema) != len(prompts):
+                raise ConfigError(
+                    f"run(json_schema=...): {len(json_schema)} schemas for {len(prompts)} "
+                    "prompts; give one schema, or one per prompt"
+                )
+            params["structured_outputs"] = [{"json": s} for s in json_schema]
+        elif json_schema is not None:
             params["structured_outputs"] = {"json": json_schema}
         progress = self._session.progress
         where = self.spec.nodeid.rsplit("::", 1)[-1]

@@ -37,6 +37,10 @@ def _verdict(row: Mapping[str, Any]) -> str:
     return "?" if passed is None else ("pass" if passed else "FAIL")
 
 
+def _notes(row: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (row.get("notes") or {}).items())
+
+
 def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     """One table row per result dict (``Result.to_dict()`` or a report entry)."""
     out = []
@@ -55,11 +59,19 @@ def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
                 _num(r.get("match_rate"), ".2f"),
                 str(r.get("mode", "")),
                 _verdict(r),
+                _notes(r),
             ]
         )
     return out
 
 
 def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> str:
-    """The summary table as text (``tablefmt="github"`` gives Markdown)."""
-    return tabulate(rows(results), headers=HEADERS, tablefmt=tablefmt, disable_numparse=True)
+    """The summary table as text (``tablefmt="github"`` gives Markdown). A ``notes`` column
+    appears when any result carries notes."""
+    table = rows(results)
+    headers = list(HEADERS)
+    if any(row[-1] for row in table):
+        headers.append("notes")
+    else:
+        table = [row[:-1] for row in table]
+    return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)

@@ -45,16 +45,22 @@ def _redirect_output(log_path: str) -> None:
     os.close(fd)
 
 
-def _build_sampling(sampling: dict[str, Any]) -> Any:
+def _build_sampling(sampling: dict[str, Any], n: int) -> list[Any]:
+    """One ``SamplingParams`` per prompt; ``structured_outputs`` may be one dict or one per
+    prompt."""
     from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
 
     sampling = dict(sampling)
     structured = sampling.pop("structured_outputs", None)
-    if structured is not None:
-        from vllm.sampling_params import StructuredOutputsParams
-
-        sampling["structured_outputs"] = StructuredOutputsParams(**structured)
-    return SamplingParams(**sampling)
+    per_prompt = structured if isinstance(structured, list) else [structured] * n
+    return [
+        SamplingParams(
+            **sampling,
+            **({} if s is None else {"structured_outputs": StructuredOutputsParams(**s)}),
+        )
+        for s in per_prompt
+    ]
 
 
 def _request_figures(output: Any) -> dict[str, Any]:

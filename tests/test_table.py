@@ -21,3 +21,13 @@ def test_table_renders_one_row_per_result_outside_pytest() -> None:
 def test_markdown_table() -> None:
     text = render([fake_result().to_dict()], tablefmt="github")
     assert text.startswith("| test")
+
+
+def test_notes_column_only_when_notes_exist() -> None:
+    plain = fake_result().to_dict()
+    assert "notes" not in render([plain]).splitlines()[0]
+    noted = fake_result()
+    noted.notes["json_valid"] = "8/8"
+    text = render([plain, noted.to_dict()])
+    assert "notes" in text.splitlines()[0]
+    assert text.splitlines()[-1].rstrip().endswith("json_valid=8/8")
