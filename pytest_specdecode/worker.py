@@ -91,12 +91,13 @@ class _Engine:
     def generate(
         self, prompts: Sequence[Any], sampling: dict[str, Any], concurrency: int | None
     ) -> dict[str, Any]:
-        params = _build_sampling(sampling)
+        params = _build_sampling(sampling, len(prompts))
         batch = concurrency or len(prompts)
         outputs: list[Any] = []
         start = time.perf_counter()
         for i in range(0, len(prompts), batch):
-            outputs.extend(self.llm.generate(list(prompts[i : i + batch]), params, use_tqdm=False))
+            chunk = list(prompts[i : i + batch])
+            outputs.extend(self.llm.generate(chunk, params[i : i + batch], use_tqdm=False))
         elapsed = time.perf_counter() - start
         return {"elapsed": elapsed, "requests": [_request_figures(o) for o in outputs]}
 
