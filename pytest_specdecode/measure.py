@@ -28,6 +28,14 @@ def _figures(rounds: list[dict[str, Any]]) -> EngineFigures:
     )
 
 
+def _round_rates(rounds: list[dict[str, Any]]) -> list[float]:
+    return [
+        sum(len(q["token_ids"]) for q in r["requests"]) / r["elapsed"]
+        for r in rounds
+        if r["elapsed"] > 0
+    ]
+
+
 def compare_outputs(
     baseline: Sequence[Sequence[int]], speculative: Sequence[Sequence[int]]
 ) -> tuple[float, list[Divergence]]:
@@ -83,6 +91,7 @@ def run_paired(
     interleaved = pool.max_engines >= 2
     base_rounds: list[dict[str, Any]] = []
     spec_rounds: list[dict[str, Any]] = []
+    per_round: list[SpecCounters] = []
 
     def gen(engine: Engine) -> dict[str, Any]:
         return engine.generate(prompts, sampling, concurrency)
@@ -93,15 +102,18 @@ def run_paired(
         for _ in range(warmup):
             gen(base)
             gen(spec)
-        before = spec.spec_counters()
+        before = previous = spec.spec_counters()
         for i in range(trials):
             base_rounds.append(gen(base))
             spec_rounds.append(gen(spec))
+            current = spec.spec_counters()
+            per_round.append(SpecCounters.delta(previous, current))
+            previous = current
             progress(
                 f"round {i + 1}/{trials}: baseline {base_rounds[-1]['elapsed']:.2f} s, "
                 f"speculative {spec_rounds[-1]['elapsed']:.2f} s"
             )
-        after = spec.spec_counters()
+        after = previous
         placement = spec.placement
     else:
         base = pool.acquire(baseline, timeout=timeout)
@@ -111,15 +123,20 @@ def run_paired(
         spec = pool.acquire(speculative, timeout=timeout)
         for _ in range(warmup):
             gen(spec)
-        before = spec.spec_counters()
-        spec_rounds = [gen(spec) for _ in range(trials)]
-        after = spec.spec_counters()
+        before = previous = spec.spec_counters()
+        for _ in range(trials):
+            spec_rounds.append(gen(spec))
+            current = spec.spec_counters()
+            per_round.append(SpecCounters.delta(previous, current))
+            previous = current
+        after = previous
         placement = spec.placement
         progress(f"{trials} rounds each, baseline then speculative")
     return {
         "baseline": base_rounds,
         "speculative": spec_rounds,
         "counters": SpecCounters.delta(before, after),
+        "round_counters": per_round,
         "mode": "interleaved" if interleaved else "sequential",
         "memory": placement.memory,
     }
@@ -157,7 +174,15 @@ def build_result(
     k = speculative.num_speculative_tokens
     per_position = counters.acceptance_per_position
     per_position += [0.0] * (k - len(per_position))
+    per_round: list[SpecCounters] = raw.get("round_counters") or []
+    samples = {
+        "acceptance_rate": [c.acceptance_rate for c in per_round],
+        "mean_acceptance_length": [c.mean_acceptance_length for c in per_round],
+        "baseline_tokens_per_second": _round_rates(raw["baseline"]),
+        "speculative_tokens_per_second": _round_rates(raw["speculative"]),
+    }
     return Result(
+        samples=samples,
         nodeid=nodeid,
         category=category,
         target=speculative.target,

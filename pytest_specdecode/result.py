@@ -102,6 +102,7 @@ class Result:
     baseline: EngineFigures
     speculative: EngineFigures
     label: str = ""
+    samples: dict[str, list[float]] = field(default_factory=dict)  # per-round figures
     notes: dict[str, Any] = field(default_factory=dict)  # free-form figures a test adds
     passed: bool | None = None
     gate_failures: list[str] = field(default_factory=list)

@@ -80,3 +80,83 @@ def mean(values: Sequence[float | None]) -> float | None:
     """Mean of the values that are not ``None``; ``None`` when there are none."""
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (Numerical Recipes)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` (possibly fractional) degrees of freedom."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t < 0 else 1.0 - tail
+
+
+def welch_less(new: Sequence[float], old: Sequence[float]) -> float:
+    """One-sided Welch t-test p-value for "mean of ``new`` is below mean of ``old``".
+
+    With no spread in either sample, the answer is 0 when the means differ that way, else 1.
+    """
+    n1, n2 = len(new), len(old)
+    if n1 < 2 or n2 < 2:
+        raise ValueError("each sample needs at least two values")
+    m1, m2 = sum(new) / n1, sum(old) / n2
+    v1 = sum((x - m1) ** 2 for x in new) / (n1 - 1)
+    v2 = sum((x - m2) ** 2 for x in old) / (n2 - 1)
+    se2 = v1 / n1 + v2 / n2
+    if se2 <= 1e-24:
+        return 0.0 if m1 < m2 - 1e-12 else 1.0
+    t = (m1 - m2) / math.sqrt(se2)
+    df = se2**2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1)) if v1 or v2 else 1e9
+    return t_cdf(t, max(df, 1.0))
+
+
+def proportion_less(new_hits: int, new_n: int, old_hits: int, old_n: int) -> float:
+    """One-sided two-proportion z-test p-value for "new proportion is below old"."""
+    if new_n == 0 or old_n == 0:
+        return 1.0
+    p1, p2 = new_hits / new_n, old_hits / old_n
+    pooled = (new_hits + old_hits) / (new_n + old_n)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / new_n + 1 / old_n))
+    if se == 0:
+        return 0.0 if p1 < p2 else 1.0
+    z = (p1 - p2) / se
+    return 0.5 * math.erfc(-z / math.sqrt(2))

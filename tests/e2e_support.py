@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,17 @@ def build_pair(root: Path) -> dict[str, str]:
     )
     paths: dict[str, str] = json.loads(out.stdout.strip().splitlines()[-1])
     return paths
+
+
+def surviving_processes(tag: str, grace: float = 15.0) -> list[str]:
+    """Processes carrying ``tag`` still alive after ``grace`` seconds (helpers such as
+    multiprocessing's resource tracker exit a moment after their parent)."""
+    deadline = time.monotonic() + grace
+    while True:
+        found = processes_with_tag(tag)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def processes_with_tag(tag: str) -> list[str]:

@@ -33,6 +33,7 @@ def fake_result(
         "baseline": [fake_round(t, base_outputs) for t in base_times],
         "speculative": [fake_round(t, spec_outputs) for t in spec_times],
         "counters": counters or SpecCounters(10, 40, 30, [10, 8, 7, 5]),
+        "round_counters": [SpecCounters(3, 12, 9, [3, 3, 2, 1])] * len(spec_times),
         "mode": "interleaved",
         "memory": "test",
     }

@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, processes_with_tag
+from .e2e_support import (
+    ENGINE_KWARGS,
+    build_pair,
+    needs_vllm,
+    surviving_processes,
+)
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -185,4 +190,4 @@ def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
 
 def test_no_worker_outlives_the_session(suite_run: Any) -> None:
     _, _, _, tag = suite_run
-    assert processes_with_tag(tag) == []
+    assert surviving_processes(tag) == []
