@@ -29,9 +29,12 @@ class SpecDecode:
     """The ``specdecode`` fixture: runs workloads on the test's baseline and speculative
     engines and returns :class:`~pytest_specdecode.result.Result` objects."""
 
-    def __init__(self, session: SpecDecodeSession, spec: TestSpec) -> None:
+    def __init__(
+        self, session: SpecDecodeSession, spec: TestSpec, node: pytest.Item | None = None
+    ) -> None:
         self._session = session
         self.spec = spec
+        self._node = node
         self.results: list[Result] = []
 
     @property
@@ -132,7 +135,29 @@ class SpecDecode:
         )
         self.results.append(result)
         self._session.results.append(result)
+        self._record_properties(result)
         return result
+
+    def _record_properties(self, result: Result) -> None:
+        """Each figure as a junit XML property (``record_property``)."""
+        if self._node is None:
+            return
+        prefix = "specdecode" + (f"[{result.label}]" if result.label else "")
+        figures = {
+            "category": result.category,
+            "method": result.method,
+            "num_speculative_tokens": result.num_speculative_tokens,
+            "speedup": round(result.speedup, 4),
+            "speedup_ci_low": round(result.speedup_ci[0], 4),
+            "speedup_ci_high": round(result.speedup_ci[1], 4),
+            "acceptance_rate": round(result.acceptance_rate, 4),
+            "mean_acceptance_length": round(result.mean_acceptance_length, 4),
+            "match_rate": round(result.match_rate, 4),
+            "baseline_tokens_per_second": round(result.baseline.tokens_per_second, 2),
+            "speculative_tokens_per_second": round(result.speculative.tokens_per_second, 2),
+        }
+        for name, value in figures.items():
+            self._node.user_properties.append((f"{prefix}.{name}", value))
 
     def _remember_engine_info(self) -> None:
         pool = self._session.pool
@@ -174,7 +199,8 @@ def _spec_for(request: pytest.FixtureRequest) -> TestSpec:
 @pytest.fixture
 def specdecode(request: pytest.FixtureRequest) -> SpecDecode:
     """Paired baseline/speculative measurement for a ``@pytest.mark.specdecode`` test."""
-    return SpecDecode(request.config.stash[SESSION_KEY], _spec_for(request))
+    node = request.node if isinstance(request.node, pytest.Item) else None
+    return SpecDecode(request.config.stash[SESSION_KEY], _spec_for(request), node)
 
 
 @pytest.fixture

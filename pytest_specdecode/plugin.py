@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 
 import pytest
@@ -19,8 +20,20 @@ __all__ = ["baseline_engine", "specdecode", "speculative_engine"]
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("specdecode", "speculative decoding (pytest-specdecode)")
     for setting in SETTINGS:
-        group.addoption(setting.option, dest=setting.dest, default=None, help=setting.help)
-        parser.addini(setting.ini_name, help=setting.help, default=None)
+        if setting.flag:
+            group.addoption(
+                setting.option, dest=setting.dest, action="store_const", const=True,
+                default=None, help=setting.help.replace("%", "%%"),
+            )  # fmt: skip
+            parser.addini(setting.ini_name, help=setting.help, type="bool", default=False)
+        else:
+            group.addoption(
+                setting.option,
+                dest=setting.dest,
+                default=None,
+                help=setting.help.replace("%", "%%"),
+            )
+            parser.addini(setting.ini_name, help=setting.help, default=None)
 
 
 def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
@@ -40,9 +53,9 @@ def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
 
     try:
         settings = load_global(config.getoption, config.getini)
+        return SpecDecodeSession(settings=settings, progress=progress)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return SpecDecodeSession(settings=settings, progress=progress)
 
 
 @pytest.hookimpl(trylast=True)
@@ -87,12 +100,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     outcome = yield
     state = item.config.stash[SESSION_KEY]
     spec = state.specs.get(item.nodeid)
+    failures: list[str] = []
     if spec is not None and spec.gates:
-        failures = [
-            msg for r in state.results_for(item.nodeid) for msg in check_gates(r, spec.gates)
-        ]
-        if failures:
-            pytest.fail("\n".join(failures), pytrace=False)
+        failures = [m for r in state.results_for(item.nodeid) for m in check_gates(r, spec.gates)]
+    failures += state.check_regressions(item.nodeid)
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
     return outcome
 
 
@@ -112,11 +125,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state is None:
         return
     try:
-        path = state.settings.get("report")
-        if path and state.results:
+        if state.results:
             from . import report
 
-            report.write(path, state.report())
+            for name in ("report", "save"):
+                path = state.settings.get(name)
+                if path:
+                    report.write(path, state.report())
+            if state.settings.get("update_baseline") and not hasattr(session.config, "workerinput"):
+                report.write(state.settings.get("compare"), state.updated_baseline())
     finally:
         state.close()
 
@@ -133,9 +150,55 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
         "per paired round (geometric mean); accept rate = accepted / draft tokens"
     )
-    path = state.settings.get("report")
-    if path:
-        terminalreporter.write_line(f"report written to {path}")
+    for name in ("report", "save"):
+        if state.settings.get(name):
+            terminalreporter.write_line(f"results written to {state.settings.get(name)}")
+    if state.baseline is not None or state.settings.get("update_baseline"):
+        _comparison_summary(terminalreporter, state)
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        _github_summary(summary_path, state)
+
+
+def _comparison_summary(
+    terminalreporter: pytest.TerminalReporter, state: SpecDecodeSession
+) -> None:
+    from .table import render_comparison
+
+    terminalreporter.write_sep("=", "comparison with the baseline")
+    if state.environment_changes:
+        terminalreporter.write_line(
+            "WARNING: the baseline comes from another environment: "
+            + "; ".join(state.environment_changes),
+            yellow=True,
+            bold=True,
+        )
+    shown = [v for v in state.verdicts if v.status != "unchanged"] or state.verdicts
+    missing = state.missing()
+    if shown:
+        terminalreporter.write_line(render_comparison(shown))
+    for key in missing:
+        terminalreporter.write_line(f"missing from this run: {key}")
+    if any(v.status == "improved" for v in state.verdicts):
+        terminalreporter.write_line(
+            "some figures improved beyond the tolerance: refresh the baseline with "
+            "--specdecode-update-baseline"
+        )
+    if state.settings.get("update_baseline"):
+        terminalreporter.write_line(f"baseline updated: {state.settings.get('compare')}")
+
+
+def _github_summary(path: str, state: SpecDecodeSession) -> None:
+    from .table import render, render_comparison
+
+    parts = ["## Speculative decoding", "", render(
+        (r.to_dict(with_outputs=False) for r in state.results), tablefmt="github"
+    ), ""]  # fmt: skip
+    if state.verdicts:
+        parts += ["### Comparison with the baseline", "", render_comparison(
+            state.verdicts, tablefmt="github"), ""]  # fmt: skip
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n".join(parts) + "\n")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,14 +1,18 @@
-"""Per-session state: settings, the engine pool, and every result produced."""
+"""Per-session state: settings, the engine pool, every result produced, and the comparison
+with a saved baseline."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compare import Verdict, compare_one, environment_differences, parse_tolerances, result_key
 from .engine import EnginePool
 from .environment import collect
+from .errors import ConfigError
 from .marker import TestSpec
 from .result import Result
 from .settings import GlobalSettings
@@ -25,7 +29,30 @@ class SpecDecodeSession:
     spec_errors: dict[str, Exception] = field(default_factory=dict)
     engine_info: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    baseline: dict[str, Any] | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+    environment_changes: list[str] = field(default_factory=list)
+    _environment: dict[str, Any] | None = None
     _pool: EnginePool | None = None
+
+    def __post_init__(self) -> None:
+        self.tolerances = parse_tolerances(
+            self.settings.get("compare_fail"), self.settings.source("compare_fail")
+        )
+        path = self.settings.get("compare")
+        if path is None:
+            if self.settings.get("update_baseline"):
+                raise ConfigError(
+                    "--specdecode-update-baseline needs --specdecode-compare PATH (the baseline "
+                    "file to update)"
+                )
+            return
+        if not os.path.exists(path) and self.settings.get("update_baseline"):
+            return  # created at the end of the session
+        from . import report
+
+        self.baseline = report.load(path, "baseline file")
+        self._stored = {result_key(r): r for r in self.baseline["results"]}
 
     @property
     def pool(self) -> EnginePool:
@@ -48,16 +75,71 @@ class SpecDecodeSession:
         if self._pool is not None:
             self._pool.close()
 
+    def environment(self) -> dict[str, Any]:
+        """This run's environment (computed once, after the first result)."""
+        if self._environment is None:
+            models = [r.target for r in self.results] + [r.draft for r in self.results if r.draft]
+            self._environment = collect(models, self.engine_info)
+        return self._environment
+
+    def check_regressions(self, nodeid: str) -> list[str]:
+        """Compare this test's results with the baseline; returns failure messages."""
+        if self.baseline is None:
+            return []
+        failures = []
+        for result in self.results_for(nodeid):
+            new = result.to_dict(with_outputs=False)
+            stored = self._stored.get(result_key(new))
+            if stored is None:
+                self.verdicts.append(Verdict(result_key(new), "", "new"))
+                continue
+            changes = environment_differences(
+                self.baseline.get("environment", {}), self.environment()
+            )
+            if changes and not self.environment_changes:
+                self.environment_changes = changes
+                self.progress(
+                    "WARNING: comparing with a baseline from another environment: "
+                    + "; ".join(changes)
+                )
+            if changes and self.settings.get("strict_environment"):
+                failures.append(
+                    f"{result_key(new)}: not compared: the baseline was measured in another "
+                    f"environment ({'; '.join(changes)}) and --specdecode-strict-environment is set"
+                )
+                continue
+            for tolerance in self.tolerances:
+                verdict = compare_one(stored, new, tolerance)
+                self.verdicts.append(verdict)
+                if verdict.status == "regressed":
+                    failures.append("regression: " + verdict.describe())
+        return failures
+
+    def missing(self) -> list[str]:
+        """Baseline entries this run did not produce."""
+        if self.baseline is None:
+            return []
+        seen = {result_key(r.to_dict(with_outputs=False)) for r in self.results}
+        return [k for k in self._stored if k not in seen]
+
     def report(self) -> dict[str, Any]:
         from . import report
 
-        models = [r.target for r in self.results] + [r.draft for r in self.results if r.draft]
         session = {
             "engine_starts": self.engine_starts,
             "engine_start_seconds": self._pool.start_seconds if self._pool is not None else 0.0,
             "max_engines": self.settings.get("max_engines"),
             "wall_seconds": time.time() - self.started,
         }
-        return report.build(
-            [r.to_dict() for r in self.results], collect(models, self.engine_info), session
-        )
+        return report.build([r.to_dict() for r in self.results], self.environment(), session)
+
+    def updated_baseline(self) -> dict[str, Any]:
+        """The baseline with the figures of the tests that ran replaced (others kept)."""
+        from . import report
+
+        fresh = self.report()
+        kept = []
+        if self.baseline is not None:
+            ran = {result_key(r) for r in fresh["results"]}
+            kept = [r for r in self.baseline["results"] if result_key(r) not in ran]
+        return report.build(kept + fresh["results"], fresh["environment"], fresh["session"])

@@ -23,8 +23,7 @@ class Setting:
     help: str
     parse: Callable[[Any, str], Any]
     default: Any = None
-    cli: bool = True
-    ini: bool = True
+    flag: bool = False  # a switch: --option without a value; ini true/false
 
     @property
     def option(self) -> str:
@@ -70,6 +69,24 @@ def _positive_float(value: Any, source: str) -> float:
     if not (number > 0 and math.isfinite(number)):
         raise ConfigError(f"{source}: expected a positive number, got {value!r}")
     return number
+
+
+def _bool(value: Any, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{source}: expected true or false, got {value!r}")
+
+
+def _tolerances(value: Any, source: str) -> str:
+    from .compare import parse_tolerances
+
+    parse_tolerances(str(value), source)  # validate now, parse again where used
+    return str(value)
 
 
 def _string(value: Any, source: str) -> str:
@@ -134,6 +151,29 @@ SETTINGS: tuple[Setting, ...] = (
         _positive_float,
         default=900.0,
     ),
+    Setting("save", "save this run's results (the report format) to this path", _string),
+    Setting("compare", "compare every result with the results saved in this file", _string),
+    Setting(
+        "compare_fail",
+        "tolerated drops, e.g. speedup:10%,acceptance_rate:0.05 (relative with %, else "
+        "absolute; default speedup:5%,acceptance_rate:5%)",
+        _tolerances,
+        default="speedup:5%,acceptance_rate:5%",
+    ),
+    Setting(
+        "strict_environment",
+        "comparing with results from another device, vLLM or model is an error, not a warning",
+        _bool,
+        default=False,
+        flag=True,
+    ),
+    Setting(
+        "update_baseline",
+        "write this run's results into the --specdecode-compare file (tests that ran only)",
+        _bool,
+        default=False,
+        flag=True,
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -193,7 +233,7 @@ def load_global(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -
         if raw is None:
             raw = getini(setting.ini_name)
             source = f"ini {setting.ini_name}"
-            if raw in ("", None, []):
+            if raw in ("", None, []) or (setting.flag and raw is False):
                 continue
         result.values[setting.name] = setting.parse(raw, source)
         result.sources[setting.name] = source

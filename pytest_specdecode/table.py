@@ -75,3 +75,25 @@ def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> st
     else:
         table = [row[:-1] for row in table]
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+COMPARISON_HEADERS = ("test", "figure", "stored", "now", "change", "p", "verdict")
+
+
+def render_comparison(verdicts: Iterable[Any], tablefmt: str = "simple") -> str:
+    """The comparison table: one row per figure compared (``compare.Verdict`` objects)."""
+    table = []
+    for v in verdicts:
+        change = v.change
+        table.append(
+            [
+                v.key.rsplit("::", 1)[-1],
+                v.figure or "-",
+                _num(v.old, ".3f"),
+                _num(v.new, ".3f"),
+                "-" if change is None else f"{change * 100:+.1f}%",
+                _num(v.p_value, ".3g"),
+                v.status.upper() if v.status == "regressed" else v.status,
+            ]
+        )
+    return tabulate(table, headers=COMPARISON_HEADERS, tablefmt=tablefmt, disable_numparse=True)

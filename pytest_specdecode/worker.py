@@ -54,13 +54,13 @@ def _build_sampling(sampling: dict[str, Any], n: int) -> list[Any]:
     sampling = dict(sampling)
     structured = sampling.pop("structured_outputs", None)
     per_prompt = structured if isinstance(structured, list) else [structured] * n
-    return [
-        SamplingParams(
-            **sampling,
-            **({} if s is None else {"structured_outputs": StructuredOutputsParams(**s)}),
-        )
-        for s in per_prompt
-    ]
+    params = []
+    for spec in per_prompt:
+        kwargs: dict[str, Any] = dict(sampling)
+        if spec is not None:
+            kwargs["structured_outputs"] = StructuredOutputsParams(**spec)
+        params.append(SamplingParams(**kwargs))
+    return params
 
 
 def _request_figures(output: Any) -> dict[str, Any]:

@@ -1,0 +1,224 @@
+"""Comparing results with a saved baseline: the two-gate regression rule.
+
+A figure has *regressed* only when both hold:
+
+1. the drop is beyond the tolerance (``speedup:5%`` relative, ``acceptance_rate:0.05``
+   absolute), and
+2. the drop is statistically significant given both runs' per-round data: a one-sided Welch
+   t-test (on log values for ratios and rates of tokens) with p < ``ALPHA``.
+
+So noise alone does not fail CI (at most ``ALPHA`` of identical runs, far fewer in practice
+since the drop must also exceed the tolerance), and a small but real drop within the tolerance
+does not either. Improvements are reported the same way, mirrored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+from .stats import proportion_less, welch_less
+
+#: Significance level of the one-sided test.
+ALPHA = 0.05
+#: Default tolerated drops.
+DEFAULT_TOLERANCES = "speedup:5%,acceptance_rate:5%"
+
+#: Figures that can be compared: name → (log scale?, how to read its per-round samples).
+FIGURES: dict[str, bool] = {
+    "speedup": True,
+    "acceptance_rate": False,
+    "mean_acceptance_length": False,
+    "baseline_tokens_per_second": True,
+    "speculative_tokens_per_second": True,
+    "match_rate": False,
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    figure: str
+    amount: float
+    relative: bool
+
+    def floor(self, old: float) -> float:
+        """The lowest value that is still within the tolerance of ``old``."""
+        return old * (1 - self.amount) if self.relative else old - self.amount
+
+    def ceiling(self, old: float) -> float:
+        return old * (1 + self.amount) if self.relative else old + self.amount
+
+    def __str__(self) -> str:
+        return (
+            f"{self.figure}:{self.amount * 100:g}%"
+            if self.relative
+            else (f"{self.figure}:{self.amount:g}")
+        )
+
+
+def parse_tolerances(text: str, source: str = "--specdecode-compare-fail") -> list[Tolerance]:
+    """Parse ``figure:amount[%],...``; errors name ``source`` and the bad part."""
+    result = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        figure, sep, amount = part.partition(":")
+        figure = figure.strip()
+        if not sep:
+            raise ConfigError(f"{source}: {part!r} should look like speedup:10% or match_rate:0.1")
+        if figure not in FIGURES:
+            raise ConfigError(f"{source}: unknown figure {figure!r}; known: " + ", ".join(FIGURES))
+        relative = amount.strip().endswith("%")
+        try:
+            value = float(amount.strip().rstrip("%"))
+        except ValueError:
+            raise ConfigError(f"{source}: {part!r}: {amount!r} is not a number") from None
+        if value < 0 or not math.isfinite(value):
+            raise ConfigError(f"{source}: {part!r}: the tolerance must be >= 0")
+        result.append(Tolerance(figure, value / 100 if relative else value, relative))
+    if not result:
+        raise ConfigError(f"{source}: no tolerance given, e.g. speedup:10%,acceptance_rate:5%")
+    return result
+
+
+def result_key(result: Mapping[str, Any]) -> str:
+    """How results are matched across runs: node id, plus the label of a test's extra runs."""
+    label = result.get("label") or ""
+    return f"{result['nodeid']}[{label}]" if label else str(result["nodeid"])
+
+
+def value_of(result: Mapping[str, Any], figure: str) -> float | None:
+    if figure.endswith("_tokens_per_second"):
+        side = figure.removesuffix("_tokens_per_second")
+        value = result.get(side, {}).get("tokens_per_second")
+    else:
+        value = result.get(figure)
+    return None if value is None else float(value)
+
+
+def samples_of(result: Mapping[str, Any], figure: str) -> list[float]:
+    """Per-round values of ``figure`` (empty when the result holds none)."""
+    samples = result.get("samples") or {}
+    if figure == "speedup":
+        return [float(r) for r in result.get("ratios") or []]
+    return [float(v) for v in samples.get(figure) or []]
+
+
+@dataclass
+class Verdict:
+    """The comparison of one figure of one test."""
+
+    key: str
+    figure: str
+    status: str  # "regressed", "improved", "unchanged", "new", "missing"
+    old: float | None = None
+    new: float | None = None
+    p_value: float | None = None
+    tolerance: str = ""
+
+    @property
+    def change(self) -> float | None:
+        if self.old is None or self.old == 0 or self.new is None:
+            return None
+        return self.new / self.old - 1
+
+    def describe(self) -> str:
+        if self.status in ("new", "missing"):
+            return f"{self.key}: {self.status}"
+        change = "" if self.change is None else f" ({self.change * 100:+.1f}%)"
+        p = "" if self.p_value is None else f", p={self.p_value:.3g}"
+        return (
+            f"{self.key}: {self.figure} {self.status}: stored {self.old:.3f}, now "
+            f"{self.new:.3f}{change}; tolerance {self.tolerance}{p}"
+        )
+
+
+def _p_lower(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:
+    """p-value of "new is below old" for ``figure``; None when the data cannot tell."""
+    if figure == "match_rate":
+        n_new, n_old = int(new.get("num_prompts") or 0), int(old.get("num_prompts") or 0)
+        return proportion_less(
+            round(float(new["match_rate"]) * n_new), n_new,
+            round(float(old["match_rate"]) * n_old), n_old,
+        )  # fmt: skip
+    a, b = samples_of(new, figure), samples_of(old, figure)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if FIGURES[figure]:
+        if min(a + b) <= 0:
+            return None
+        a, b = [math.log(x) for x in a], [math.log(x) for x in b]
+    return welch_less(a, b)
+
+
+def _p_higher(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:
+    return _p_lower(old, new, figure)
+
+
+def compare_one(
+    old: Mapping[str, Any], new: Mapping[str, Any], tolerance: Tolerance, alpha: float = ALPHA
+) -> Verdict:
+    """Apply the two-gate rule to one figure of one test."""
+    figure = tolerance.figure
+    verdict = Verdict(result_key(new), figure, "unchanged", tolerance=str(tolerance))
+    verdict.old, verdict.new = value_of(old, figure), value_of(new, figure)
+    if verdict.old is None or verdict.new is None:
+        return verdict
+    if verdict.new < tolerance.floor(verdict.old):
+        verdict.p_value = _p_lower(new, old, figure)
+        if verdict.p_value is not None and verdict.p_value < alpha:
+            verdict.status = "regressed"
+    elif verdict.new > tolerance.ceiling(verdict.old):
+        verdict.p_value = _p_higher(new, old, figure)
+        if verdict.p_value is not None and verdict.p_value < alpha:
+            verdict.status = "improved"
+    return verdict
+
+
+def compare_runs(
+    old: Iterable[Mapping[str, Any]],
+    new: Iterable[Mapping[str, Any]],
+    tolerances: list[Tolerance],
+    alpha: float = ALPHA,
+) -> list[Verdict]:
+    """Verdicts for every figure of every test in ``new``, plus new and missing tests."""
+    old_by_key = {result_key(r): r for r in old}
+    new_by_key = {result_key(r): r for r in new}
+    verdicts = []
+    for key, result in new_by_key.items():
+        stored = old_by_key.get(key)
+        if stored is None:
+            verdicts.append(Verdict(key, "", "new"))
+            continue
+        verdicts.extend(compare_one(stored, result, t, alpha) for t in tolerances)
+    verdicts.extend(Verdict(k, "", "missing") for k in old_by_key if k not in new_by_key)
+    return verdicts
+
+
+def environment_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two runs' environments in ways that move the figures."""
+    diffs = []
+    for name in ("vllm", "torch"):
+        if old.get(name) and new.get(name) and old[name] != new[name]:
+            diffs.append(f"{name} {old[name]} -> {new[name]}")
+    old_dev, new_dev = old.get("device") or {}, new.get("device") or {}
+    if (
+        old_dev
+        and new_dev
+        and (old_dev.get("kind"), old_dev.get("name"))
+        != (
+            new_dev.get("kind"),
+            new_dev.get("name"),
+        )
+    ):
+        diffs.append(f"device {old_dev.get('name')} -> {new_dev.get('name')}")
+    old_models, new_models = old.get("models") or {}, new.get("models") or {}
+    for name, ident in new_models.items():
+        before = old_models.get(name)
+        if before and before.get("sha256") != ident.get("sha256"):
+            diffs.append(f"model {name} changed (sha256 {before.get('sha256')} -> "
+                         f"{ident.get('sha256')})")  # fmt: skip
+    return diffs

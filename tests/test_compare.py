@@ -1,0 +1,148 @@
+"""The regression rule on synthetic trial data (no engine needed)."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.compare import (
+    ALPHA,
+    Tolerance,
+    compare_one,
+    compare_runs,
+    environment_differences,
+    parse_tolerances,
+)
+from pytest_specdecode.errors import ConfigError
+
+DEFAULT_TRIALS = 5
+NOISE = 0.05  # sd of a round's log speedup: about what 2 busy CPU cores give
+
+
+def synthetic(
+    rng: random.Random, speedup: float, acceptance: float = 0.8, trials: int = DEFAULT_TRIALS
+) -> dict[str, Any]:
+    ratios = [speedup * math.exp(rng.gauss(0, NOISE)) for _ in range(trials)]
+    rates = [min(1.0, max(0.0, acceptance + rng.gauss(0, 0.02))) for _ in range(trials)]
+    return {
+        "nodeid": "t.py::test_a",
+        "speedup": math.exp(sum(math.log(r) for r in ratios) / trials),
+        "ratios": ratios,
+        "acceptance_rate": sum(rates) / trials,
+        "samples": {"acceptance_rate": rates},
+        "match_rate": 1.0,
+        "num_prompts": 8,
+        "baseline": {"tokens_per_second": 100.0},
+        "speculative": {"tokens_per_second": 100.0 * speedup},
+    }
+
+
+SPEEDUP_5 = Tolerance("speedup", 0.05, relative=True)
+
+
+def test_parse_tolerances() -> None:
+    assert parse_tolerances("speedup:10%, acceptance_rate:0.05") == [
+        Tolerance("speedup", 0.10, True),
+        Tolerance("acceptance_rate", 0.05, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("speed:10%", "unknown figure 'speed'"),
+        ("speedup", "should look like"),
+        ("speedup:ten%", "'ten%' is not a number"),
+        ("speedup:-1%", ">= 0"),
+        ("", "no tolerance given"),
+    ],
+)
+def test_bad_tolerances_name_the_source(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_tolerances(text, "ini specdecode_compare_fail")
+    assert str(info.value).startswith("ini specdecode_compare_fail")
+
+
+def test_false_alarm_rate_on_identical_distributions() -> None:
+    """Documented: at most ALPHA (5%) of no-change comparisons fail."""
+    rng = random.Random(1)
+    runs = 2000
+    alarms = sum(
+        compare_one(synthetic(rng, 2.0), synthetic(rng, 2.0), SPEEDUP_5).status == "regressed"
+        for _ in range(runs)
+    )
+    assert alarms / runs <= ALPHA
+
+
+def test_detects_a_ten_percent_drop_at_the_default_trial_count() -> None:
+    rng = random.Random(2)
+    runs = 1000
+    caught = sum(
+        compare_one(synthetic(rng, 2.0), synthetic(rng, 1.8), SPEEDUP_5).status == "regressed"
+        for _ in range(runs)
+    )
+    assert caught / runs >= 0.8
+
+
+def test_small_real_drop_within_tolerance_rarely_fails() -> None:
+    rng = random.Random(3)
+    verdicts = [
+        compare_one(synthetic(rng, 2.0), synthetic(rng, 1.96), Tolerance("speedup", 0.1, True))
+        for _ in range(1000)
+    ]
+    assert sum(v.status == "regressed" for v in verdicts) / len(verdicts) <= 0.01
+
+
+def test_acceptance_drop_and_improvement() -> None:
+    rng = random.Random(4)
+    tol = Tolerance("acceptance_rate", 0.05, relative=True)
+    worse = compare_one(synthetic(rng, 2.0, 0.8), synthetic(rng, 2.0, 0.5), tol)
+    assert worse.status == "regressed" and worse.p_value is not None and worse.p_value < 0.01
+    assert "acceptance_rate regressed: stored 0.8" in worse.describe()
+    better = compare_one(synthetic(rng, 2.0, 0.5), synthetic(rng, 2.0, 0.8), tol)
+    assert better.status == "improved"
+
+
+def test_deterministic_figures_compare_without_spread() -> None:
+    old = {"nodeid": "a", "acceptance_rate": 1.0, "samples": {"acceptance_rate": [1.0, 1.0]}}
+    new = {"nodeid": "a", "acceptance_rate": 0.5, "samples": {"acceptance_rate": [0.5, 0.5]}}
+    assert compare_one(old, new, Tolerance("acceptance_rate", 0.1, False)).status == "regressed"
+    assert compare_one(old, old, Tolerance("acceptance_rate", 0.1, False)).status == "unchanged"
+
+
+def test_match_rate_uses_prompt_counts() -> None:
+    old = {"nodeid": "a", "match_rate": 1.0, "num_prompts": 40}
+    new = {"nodeid": "a", "match_rate": 0.5, "num_prompts": 40}
+    assert compare_one(old, new, Tolerance("match_rate", 0.1, False)).status == "regressed"
+    tiny_new = {"nodeid": "a", "match_rate": 0.5, "num_prompts": 2}
+    tiny_old = {"nodeid": "a", "match_rate": 1.0, "num_prompts": 2}
+    assert compare_one(tiny_old, tiny_new, Tolerance("match_rate", 0.1, False)).status == (
+        "unchanged"
+    )
+
+
+def test_new_and_missing_tests() -> None:
+    rng = random.Random(5)
+    a = synthetic(rng, 2.0)
+    b = {**synthetic(rng, 2.0), "nodeid": "t.py::test_b"}
+    c = {**synthetic(rng, 2.0), "nodeid": "t.py::test_c", "label": "batch 32"}
+    verdicts = compare_runs([a, b], [a, c], [SPEEDUP_5])
+    assert [(v.key, v.status) for v in verdicts] == [
+        ("t.py::test_a", "unchanged"),
+        ("t.py::test_c[batch 32]", "new"),
+        ("t.py::test_b", "missing"),
+    ]
+
+
+def test_environment_differences() -> None:
+    old = {"vllm": "0.32.0", "device": {"kind": "gpu", "name": "H100"},
+           "models": {"/m": {"sha256": "aa"}}}  # fmt: skip
+    new = {"vllm": "0.33.0", "device": {"kind": "gpu", "name": "H200"},
+           "models": {"/m": {"sha256": "bb"}}}  # fmt: skip
+    diffs = environment_differences(old, new)
+    assert diffs == ["vllm 0.32.0 -> 0.33.0", "device H100 -> H200", "model /m changed "
+                     "(sha256 aa -> bb)"]  # fmt: skip
+    assert environment_differences(old, old) == []

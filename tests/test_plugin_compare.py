@@ -1,0 +1,236 @@
+"""Saved runs, baselines and CI outputs through pytester, with the engines faked.
+
+``run_paired`` (the only part that talks to engines) is replaced by a generator of synthetic
+rounds, so these tests exercise the plugin's whole comparison path in a fraction of a second.
+The same flow on real engines is in ``test_e2e_compare.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+import pytest_specdecode.fixtures as fixtures
+from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.result import SpecCounters
+
+SUITE = """
+import pytest
+from pytest_specdecode import assert_speedup
+
+SPEC = {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("structured", target="/m/target", speculative_config=SPEC)
+def test_a(specdecode):
+    specdecode.run(["p1", "p2"], max_tokens=4)
+
+@pytest.mark.specdecode("creative", target="/m/target", speculative_config=SPEC)
+def test_b(specdecode):
+    specdecode.run(["p1", "p2"], max_tokens=4, temperature=0.8)
+"""
+
+
+class FakeEngines:
+    """Synthetic paired rounds with a set speedup and acceptance."""
+
+    def __init__(self) -> None:
+        self.speedup = 2.0
+        self.acceptance = 0.8
+        self.rng = random.Random(0)
+
+    def __call__(self, pool: Any, baseline: Any, speculative: Any, prompts: Any,
+                 sampling: dict[str, Any], *, trials: int, **_: Any) -> dict[str, Any]:  # fmt: skip
+        def rnd(elapsed: float) -> dict[str, Any]:
+            reqs = [{"token_ids": [1, 2, 3, 4], "text": "abcd", "ttft": 0.01, "tpot": 0.001}]
+            return {"elapsed": elapsed, "requests": reqs * len(prompts)}
+
+        base, spec, per_round = [], [], []
+        for _ in range(trials):
+            base.append(rnd(1.0 * math.exp(self.rng.gauss(0, 0.02))))
+            spec.append(rnd(1.0 / self.speedup * math.exp(self.rng.gauss(0, 0.02))))
+            accepted = round(400 * min(1.0, self.acceptance + self.rng.gauss(0, 0.01)))
+            per_round.append(SpecCounters(100, 400, accepted, [accepted // 4] * 4))
+        total = SpecCounters(
+            sum(c.num_drafts for c in per_round), sum(c.num_draft_tokens for c in per_round),
+            sum(c.num_accepted_tokens for c in per_round), [0, 0, 0, 0],
+        )  # fmt: skip
+        return {"baseline": base, "speculative": spec, "counters": total,
+                "round_counters": per_round, "mode": "interleaved", "memory": "fake"}  # fmt: skip
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester) -> FakeEngines:
+    engines = FakeEngines()
+    monkeypatch.setattr(fixtures, "run_paired", engines)
+    monkeypatch.setattr(fixtures, "vllm_available", lambda: True)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    pytester.makepyfile(test_suite=SUITE)
+    return engines
+
+
+def test_same_configuration_passes_against_its_saved_run(
+    pytester: pytest.Pytester, fake: FakeEngines
+) -> None:
+    result = pytester.runpytest_inprocess("--specdecode-save", "base.json")
+    result.assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "base.json").read_text())
+    assert [r["nodeid"] for r in saved["results"]] == [
+        "test_suite.py::test_a",
+        "test_suite.py::test_b",
+    ]
+    assert len(saved["results"][0]["samples"]["acceptance_rate"]) == 5
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*comparison with the baseline*"])
+    assert "REGRESSED" not in result.stdout.str()
+
+
+def test_regression_fails_the_test_with_stored_and_new_figures(
+    pytester: pytest.Pytester, fake: FakeEngines
+) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "base.json").assert_outcomes(passed=2)
+    fake.speedup, fake.acceptance = 1.5, 0.5
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*regression: test_suite.py::test_a: speedup regressed: stored 2.0*, now 1.4* (-2*%); "
+        "tolerance speedup:5%, p=*",
+        "*regression: test_suite.py::test_a: acceptance_rate regressed: stored 0.7*, now 0.4*",
+        "*REGRESSED*",
+    ])  # fmt: skip
+    # the stored file is untouched by a comparison
+    assert json.loads((pytester.path / "base.json").read_text())["results"][0]["speedup"] > 1.9
+
+
+def test_tolerance_option_and_improvement_hint(
+    pytester: pytest.Pytester, fake: FakeEngines
+) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "base.json")
+    fake.speedup = 1.8
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-compare-fail", "speedup:15%"
+    )
+    result.assert_outcomes(passed=2)
+    fake.speedup = 3.0
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*improved*", "*refresh the baseline with --specdecode-update-baseline*"]
+    )
+
+
+def test_new_and_missing_tests_are_reported(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "base.json", "-k", "test_a")
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json", "-k", "test_b")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*test_b*new*", "*missing from this run: test_suite.py::test_a*"])
+
+
+def test_update_baseline_rewrites_only_tests_that_ran(
+    pytester: pytest.Pytester, fake: FakeEngines
+) -> None:
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-update-baseline"
+    )
+    result.assert_outcomes(passed=2)
+    before = json.loads((pytester.path / "base.json").read_text())["results"]
+    fake.speedup = 1.2
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-update-baseline", "-k", "test_b"
+    )
+    result.assert_outcomes(failed=1, deselected=1)
+    after = {
+        r["nodeid"]: r for r in json.loads((pytester.path / "base.json").read_text())["results"]
+    }
+    assert after["test_suite.py::test_a"]["speedup"] == before[0]["speedup"]
+    assert after["test_suite.py::test_b"]["speedup"] < 1.3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"format_version": 1, "results": [', "not valid JSON*looks truncated"),
+        (
+            '{"format_version": 7, "results": [], "environment": {}}',
+            "format_version 7 is not supported",
+        ),
+        (
+            '{"format_version": 1, "results": [{"nodeid": "x"}], "environment": {}}',
+            "invalid at results/0*",
+        ),
+    ],
+)
+def test_bad_baseline_file_is_a_clear_error(
+    pytester: pytest.Pytester, fake: FakeEngines, content: str, message: str
+) -> None:
+    (pytester.path / "base.json").write_text(content)
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*baseline file base.json: {message}*"])
+    assert (pytester.path / "base.json").read_text() == content
+
+
+def test_missing_baseline_file(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+    result = pytester.runpytest_inprocess("--specdecode-compare", "nope.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*baseline file nope.json: cannot be read*"])
+
+
+def test_environment_change_warns_or_errors(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "base.json")
+    data = json.loads((pytester.path / "base.json").read_text())
+    data["environment"]["device"] = {"kind": "gpu", "name": "NVIDIA H100", "gpus": []}
+    (pytester.path / "base.json").write_text(json.dumps(data))
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*WARNING: *another environment: device NVIDIA H100 -> *"])
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-strict-environment"
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        ["*not compared: the baseline was measured in another environment*"]
+    )
+
+
+def test_junit_properties_and_github_summary(
+    pytester: pytest.Pytester, fake: FakeEngines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = pytester.runpytest_inprocess("--junitxml", "junit.xml")
+    result.assert_outcomes(passed=2)
+    tree = ET.parse(pytester.path / "junit.xml")
+    props = {p.get("name"): p.get("value") for p in tree.iter("property")}
+    assert float(props["specdecode.speedup"]) == pytest.approx(2.0, rel=0.1)
+    assert props["specdecode.category"] in ("structured", "creative")
+    text = summary.read_text()
+    assert text.startswith("## Speculative decoding")
+    assert "| test " in text and "test_a" in text
+
+
+def test_cli_compare_prints_the_same_verdicts(
+    pytester: pytest.Pytester, fake: FakeEngines, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "old.json")
+    fake.speedup = 1.5
+    pytester.runpytest_inprocess("--specdecode-save", "new.json")
+    capsys.readouterr()
+    code = cli_main(["compare", str(pytester.path / "old.json"), str(pytester.path / "new.json")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "REGRESSED" in out and "speedup" in out
+    assert "2 regressed, 0 improved, 0 new, 0 missing" in out
+    assert (
+        cli_main(["compare", str(pytester.path / "old.json"), str(pytester.path / "old.json")]) == 0
+    )
+    (pytester.path / "bad.json").write_text("{")
+    assert (
+        cli_main(["compare", str(pytester.path / "bad.json"), str(pytester.path / "old.json")]) == 2
+    )
+    assert "baseline file" in capsys.readouterr().err
