@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+
+
+def looks_local(model: str) -> bool:
+    """Whether a model reference is meant as a local folder (not a hub name like org/name)."""
+    return model.startswith(("/", "./", "../", "~")) or os.path.exists(os.path.expanduser(model))
+
+
+def _vocab_size(model: str) -> int | None:
+    config = Path(os.path.expanduser(model)) / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    size = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
+    return int(size) if isinstance(size, int) else None
+
+
+def check_model_path(model: str, source: str) -> None:
+    """A local model reference must be an existing folder."""
+    if looks_local(model) and not os.path.isdir(os.path.expanduser(model)):
+        raise ConfigError(
+            f"{source}: model folder {model!r} does not exist; give an existing local folder "
+            "or a model name vLLM can load"
+        )
 
 
 def _canonical(obj: Any) -> str:
@@ -92,3 +118,43 @@ class EngineConfig:
             raise ConfigError(
                 f'{source}: no proposer: give "method" (e.g. "ngram" or "draft_model" with "model")'
             )
+        self._check_against_vllm(spec, source)
+        self._check_models(spec, source)
+
+    def _check_against_vllm(self, spec: dict[str, Any], source: str) -> None:
+        """Keys and method the installed vLLM knows (read from its source, not imported)."""
+        from .vllm_schema import closest, installed_schema
+
+        schema = installed_schema()
+        if schema is None:
+            return
+        for key in spec:
+            if key not in schema.fields:
+                raise ConfigError(
+                    f"{source}: unknown key {key!r}{closest(key, schema.fields)}; the installed "
+                    f"vLLM's SpeculativeConfig has no such field ({schema.source})"
+                )
+        method = spec.get("method")
+        if method is not None and schema.methods and method not in schema.methods:
+            raise ConfigError(
+                f"{source}: unknown method {method!r}{closest(str(method), schema.methods)}; "
+                f"the installed vLLM accepts: {', '.join(sorted(schema.methods))}"
+            )
+
+    def _check_models(self, spec: dict[str, Any], source: str) -> None:
+        """Local folders exist; a draft model shares the target's vocabulary."""
+        check_model_path(self.target, source.replace("speculative_config", "target"))
+        if self.method == "draft_model" and not spec.get("model"):
+            raise ConfigError(f'{source}: method "draft_model" needs "model" (the draft folder)')
+        draft = self.draft
+        if draft is None:
+            return
+        check_model_path(draft, f"{source}: model")
+        if self.method == "draft_model" and not spec.get("use_heterogeneous_vocab"):
+            target_vocab, draft_vocab = _vocab_size(self.target), _vocab_size(draft)
+            if target_vocab and draft_vocab and target_vocab != draft_vocab:
+                raise ConfigError(
+                    f"{source}: the draft {draft!r} has vocab_size {draft_vocab} but the target "
+                    f"{self.target!r} has {target_vocab}; a draft model must share the target's "
+                    "vocabulary (same tokenizer family)"
+                )

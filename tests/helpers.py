@@ -28,7 +28,7 @@ def fake_result(
 ) -> Result:
     base_outputs = base_outputs or [[1, 2, 3], [4, 5, 6]]
     spec_outputs = spec_outputs or [list(o) for o in base_outputs]
-    spec = {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 4}
+    spec = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
     raw = {
         "baseline": [fake_round(t, base_outputs) for t in base_times],
         "speculative": [fake_round(t, spec_outputs) for t in spec_times],
@@ -41,8 +41,8 @@ def fake_result(
         raw,
         nodeid="tests/test_x.py::test_a",
         category="structured",
-        baseline=EngineConfig.create("/m/target", None, {}),
-        speculative=EngineConfig.create("/m/target", spec, {}),
+        baseline=EngineConfig.create("org/target", None, {}),
+        speculative=EngineConfig.create("org/target", spec, {}),
         num_prompts=len(base_outputs),
         sampling={"max_tokens": 3, "temperature": temperature},
         concurrency=None,

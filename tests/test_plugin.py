@@ -39,7 +39,7 @@ def test_unknown_marker_keyword_errors_before_any_engine(pytester: pytest.Pytest
     pytester.makepyfile(
         HEADER
         + """
-@pytest.mark.specdecode("structured", target="/t", speculative_config=SPEC, min_sped=2)
+@pytest.mark.specdecode("structured", target="org/t", speculative_config=SPEC, min_sped=2)
 def test_a(specdecode):
     raise AssertionError("must not run")
 
@@ -64,11 +64,11 @@ def test_category_option_deselects_other_specdecode_tests(pytester: pytest.Pytes
     pytester.makepyfile(
         HEADER
         + """
-@pytest.mark.specdecode("structured", target="/t", speculative_config=SPEC)
+@pytest.mark.specdecode("structured", target="org/t", speculative_config=SPEC)
 def test_structured():
     pass
 
-@pytest.mark.specdecode(category="creative", target="/t", speculative_config=SPEC)
+@pytest.mark.specdecode(category="creative", target="org/t", speculative_config=SPEC)
 def test_creative():
     pass
 
@@ -93,7 +93,7 @@ def test_missing_vllm_skips_with_install_hint(
     pytester.makepyfile(
         HEADER
         + """
-@pytest.mark.specdecode("structured", target="/t", speculative_config=SPEC)
+@pytest.mark.specdecode("structured", target="org/t", speculative_config=SPEC)
 def test_a(specdecode):
     raise AssertionError("must not run")
 

@@ -23,13 +23,13 @@ SUITE = """
 import pytest
 from pytest_specdecode import assert_speedup
 
-SPEC = {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 4}
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
 
-@pytest.mark.specdecode("structured", target="/m/target", speculative_config=SPEC)
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC)
 def test_a(specdecode):
     specdecode.run(["p1", "p2"], max_tokens=4)
 
-@pytest.mark.specdecode("creative", target="/m/target", speculative_config=SPEC)
+@pytest.mark.specdecode("creative", target="org/target", speculative_config=SPEC)
 def test_b(specdecode):
     specdecode.run(["p1", "p2"], max_tokens=4, temperature=0.8)
 """

@@ -21,12 +21,12 @@ def test_precedence_marker_over_cli_over_ini_over_default() -> None:
         cli={"specdecode_trials": "4"},
         ini={
             "specdecode_trials": "7",
-            "specdecode_target": "/ini/target",
+            "specdecode_target": "org/ini-target",
             "specdecode_speculative_config": '{"method": "ngram", "num_speculative_tokens": 2}',
         },
     )
     assert s.get("trials") == 4 and s.source("trials") == "--specdecode-trials"
-    assert s.get("target") == "/ini/target" and s.source("target") == "ini specdecode_target"
+    assert s.get("target") == "org/ini-target" and s.source("target") == "ini specdecode_target"
     assert s.get("max_engines") == 2 and s.source("max_engines") == "default"
     spec = resolve("t::a", ("structured",), {"trials": 9, "speculative_config": SPEC}, s)
     assert spec.trials == 9 and spec.sources["trials"] == "marker"
@@ -34,14 +34,14 @@ def test_precedence_marker_over_cli_over_ini_over_default() -> None:
     spec = resolve("t::a", ("structured",), {}, s)
     assert spec.trials == 4 and spec.speculative.num_speculative_tokens == 2
     assert spec.baseline.speculative_config is None
-    assert spec.baseline.target == spec.speculative.target == "/ini/target"
+    assert spec.baseline.target == spec.speculative.target == "org/ini-target"
 
 
 def test_engine_kwargs_merge_key_by_key() -> None:
     s = settings(
         cli={
             "specdecode_engine_kwargs": '{"dtype": "float32", "max_model_len": 512}',
-            "specdecode_target": "/t",
+            "specdecode_target": "org/t",
         }
     )
     spec = resolve(
@@ -88,7 +88,7 @@ def test_bad_values_name_their_source(
     ],
 )
 def test_marker_validation_names_the_test_and_keyword(kwargs: dict[str, Any], message: str) -> None:
-    s = settings(cli={"specdecode_target": "/t"})
+    s = settings(cli={"specdecode_target": "org/t"})
     kwargs = {"speculative_config": SPEC, **kwargs}
     with pytest.raises(ConfigError, match=message) as info:
         resolve("tests/t.py::test_a", ("structured",), kwargs, s)
@@ -99,13 +99,13 @@ def test_missing_target_and_category_explain_the_fix() -> None:
     with pytest.raises(ConfigError, match="--specdecode-target"):
         resolve("t::a", ("c",), {"speculative_config": SPEC}, settings())
     with pytest.raises(ConfigError, match="a category is required"):
-        resolve("t::a", (), {"speculative_config": SPEC, "target": "/t"}, settings())
+        resolve("t::a", (), {"speculative_config": SPEC, "target": "org/t"}, settings())
     with pytest.raises(ConfigError, match="no speculative config"):
-        resolve("t::a", ("c",), {"target": "/t"}, settings())
+        resolve("t::a", ("c",), {"target": "org/t"}, settings())
 
 
 def test_engine_configs_identify_engines() -> None:
-    s = settings(cli={"specdecode_target": "/t"})
+    s = settings(cli={"specdecode_target": "org/t"})
     a = resolve("t::a", ("c",), {"speculative_config": SPEC}, s)
     b = resolve("t::b", ("d",), {"speculative_config": dict(reversed(list(SPEC.items())))}, s)
     assert a.speculative.key == b.speculative.key
