@@ -108,6 +108,51 @@ def _tail(path: str, lines: int = 30) -> str:
         return "(no log)"
 
 
+_MEMORY_WORDS = ("out of memory", "oom", "memory", "kv cache", "cache blocks")
+
+
+def _looks_like_memory(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _MEMORY_WORDS)
+
+
+def _available_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def memory_advice(device: Device, max_engines: int) -> str:
+    """Free memory now and the knobs that make an engine fit."""
+    if device.kind == "gpu":
+        from .platform import nvml_gpus
+
+        free = ", ".join(
+            f"GPU {g.index} {g.name}: {g.memory_free_gib:.1f} of {g.memory_total_gib:.1f} GiB free"
+            for g in nvml_gpus()
+        )
+        knobs = (
+            "lower gpu_memory_utilization in engine_kwargs (each of the "
+            f"{max_engines} resident engines claims its share of the card), lower max_model_len, "
+            "or keep one engine resident (--specdecode-max-engines 1, runs the engines one "
+            "after the other)"
+        )
+    else:
+        available = _available_gib()
+        free = f"{available:.1f} GiB of RAM available" if available is not None else "unknown"
+        knobs = (
+            "set kv_cache_memory_bytes (or lower gpu_memory_utilization, which on a CPU is a "
+            "fraction of RAM) in engine_kwargs, lower max_model_len, or keep one engine resident "
+            "(--specdecode-max-engines 1)"
+        )
+    return f"The engine ran out of memory. Free now: {free}. To make it fit: {knobs}."
+
+
 class Engine:
     """One engine worker process holding one ``vllm.LLM``; methods block until it answers."""
 
@@ -279,7 +324,10 @@ class EnginePool:
         keep: Sequence[EngineConfig] = (),
         timeout: float | None = None,
     ) -> Engine:
-        """The engine for ``config``, started if needed. Engines in ``keep`` are not evicted."""
+        """The engine for ``config``, started if needed. Engines in ``keep`` are not evicted.
+
+        A start may take the pool's ``timeout``; ``timeout`` (a test's own) bounds each call.
+        """
         engine = self._engines.get(config.key)
         if engine is not None and not engine.alive:
             self.progress(f"{config.describe()} is no longer running; starting a fresh one")
@@ -287,6 +335,7 @@ class EnginePool:
             engine = None
         if engine is not None:
             self._engines.move_to_end(config.key)
+            engine.timeout = timeout or self.timeout
             return engine
         keep_keys = {c.key for c in keep}
         while len(self._engines) >= self.max_engines:
@@ -298,7 +347,15 @@ class EnginePool:
             old.close()
         placement = place(config, self.device, self.max_engines)
         self.progress(f"starting {config.describe()} [{placement.memory}] ...")
-        engine = Engine(config, placement, timeout=timeout or self.timeout, log_dir=self.log_dir)
+        try:
+            engine = Engine(config, placement, timeout=self.timeout, log_dir=self.log_dir)
+        except EngineStartError as exc:
+            if _looks_like_memory(str(exc)):
+                raise EngineStartError(
+                    f"{exc}\n{memory_advice(self.device, self.max_engines)}"
+                ) from None
+            raise
+        engine.timeout = timeout or self.timeout
         self.starts += 1
         self.start_seconds += engine.start_seconds
         self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
