@@ -203,6 +203,7 @@ class Engine:
         return self._process.is_alive()
 
     def _receive(self, doing: str, timeout: float) -> tuple[str, Any]:
+        __tracebackhide__ = True
         deadline = time.monotonic() + timeout
         while True:
             if self._conn.poll(0.5):
@@ -231,6 +232,7 @@ class Engine:
 
     def call(self, command: str, **kwargs: Any) -> Any:
         """Run ``command`` in the worker and return its answer."""
+        __tracebackhide__ = True
         if not self.alive:
             raise EngineCrashedError(f"{self.config.describe()} is not running")
         self.calls += 1
@@ -247,6 +249,7 @@ class Engine:
         self, prompts: Sequence[Any], sampling: dict[str, Any], concurrency: int | None = None
     ) -> dict[str, Any]:
         """Generate and time it inside the worker: ``{"elapsed", "requests": [...]}``."""
+        __tracebackhide__ = True
         result: dict[str, Any] = self.call(
             "generate", prompts=list(prompts), sampling=sampling, concurrency=concurrency
         )
@@ -328,6 +331,7 @@ class EnginePool:
 
         A start may take the pool's ``timeout``; ``timeout`` (a test's own) bounds each call.
         """
+        __tracebackhide__ = True
         engine = self._engines.get(config.key)
         if engine is not None and not engine.alive:
             self.progress(f"{config.describe()} is no longer running; starting a fresh one")

@@ -67,6 +67,7 @@ class SpecDecode:
         (one JSON Schema, or one per prompt) turns on vLLM structured outputs. Other keywords go
         to ``vllm.SamplingParams`` (``ignore_eos=False`` lets generation stop early).
         """
+        __tracebackhide__ = True
         prompts = validate_prompts(prompts)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(

@@ -88,12 +88,14 @@ def run_paired(
     With two engines resident the rounds alternate (A B A B ...) so machine drift cancels;
     with a pool of one they run one engine after the other ("sequential").
     """
+    __tracebackhide__ = True
     interleaved = pool.max_engines >= 2
     base_rounds: list[dict[str, Any]] = []
     spec_rounds: list[dict[str, Any]] = []
     per_round: list[SpecCounters] = []
 
     def gen(engine: Engine) -> dict[str, Any]:
+        __tracebackhide__ = True
         return engine.generate(prompts, sampling, concurrency)
 
     if interleaved:

@@ -29,8 +29,8 @@ DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens":
 
 
 @pytest.mark.specdecode("faults", speculative_config=DRAFT)
-def test_1_worker_killed_mid_run(specdecode, speculative_engine):
-    victim = speculative_engine.pid
+def test_1_worker_killed_mid_run(specdecode, baseline_engine, speculative_engine):
+    victim = speculative_engine.pid  # both engines are up: the kill lands inside run()
     threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
     specdecode.run(PROMPTS * 4, max_tokens=256, trials=20)
 
