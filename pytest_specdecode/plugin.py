@@ -8,6 +8,7 @@ from collections.abc import Generator
 import pytest
 
 from .assertions import check_gates
+from .distributed import WORKERINPUT_KEY, XdistController, check_worker_count
 from .errors import ConfigError
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
@@ -62,7 +63,43 @@ def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
 def pytest_configure(config: pytest.Config) -> None:
     # trylast: conftest files may fill in default options (e.g. the built-in tiny models) first.
     config.addinivalue_line("markers", MARKER_DOC)
-    config.stash[SESSION_KEY] = _progress_writer(config)
+    state = config.stash[SESSION_KEY] = _progress_writer(config)
+    _setup_xdist(config, state)
+
+
+def _setup_xdist(config: pytest.Config, state: SpecDecodeSession) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        visible = workerinput.get(WORKERINPUT_KEY)
+        if visible is not None:  # before any engine process starts: they inherit it
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        return
+    workers = getattr(config.option, "numprocesses", None)
+    if not workers or not config.pluginmanager.hasplugin("xdist"):
+        return
+    per_worker = state.settings.get("gpus_per_worker")
+    controller = XdistController(config, per_worker)
+    try:
+        check_worker_count(int(workers), controller.groups, len(controller.gpus), per_worker)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.pluginmanager.register(controller, "specdecode-xdist-controller")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker per GPU (group) when NVML sees GPUs, else xdist's default."""
+    from .distributed import gpu_groups
+    from .platform import nvml_gpus
+
+    gpus = nvml_gpus()
+    if not gpus:
+        return None
+    raw = config.getoption("specdecode_gpus_per_worker") or config.getini(
+        "specdecode_gpus_per_worker"
+    )
+    per_worker = int(raw) if raw else 1
+    return max(1, len(gpu_groups(gpus, per_worker)))
 
 
 def pytest_collection_modifyitems(
@@ -115,8 +152,21 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.when == "call":
-        for result in item.config.stash[SESSION_KEY].results_for(item.nodeid):
+        state = item.config.stash[SESSION_KEY]
+        results = state.results_for(item.nodeid)
+        for result in results:
             result.passed = report.passed
+        if results and hasattr(item.config, "workerinput"):
+            # pytest-xdist worker: the results travel to the controller with the report
+            worker = item.config.workerinput.get("workerid")
+            extra = {
+                "specdecode_results": [{**r.to_dict(), "worker": worker} for r in results],
+                "specdecode_verdicts": [
+                    vars(v) for v in state.verdicts if v.key.split("[")[0] == item.nodeid
+                ],
+                "specdecode_engine_info": dict(state.engine_info),
+            }
+            report.__dict__.update(extra)
     return report
 
 
@@ -125,7 +175,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state is None:
         return
     try:
-        if state.results:
+        if state.results or state.remote_results:
+            if hasattr(session.config, "workerinput"):
+                return  # pytest-xdist worker: the controller writes every file
             from . import report
 
             for name in ("report", "save"):
@@ -140,12 +192,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
-    if state is None or not state.results:
+    if state is None or not (state.results or state.remote_results):
         return
     from .table import render
 
     terminalreporter.write_sep("=", "speculative decoding summary")
-    terminalreporter.write_line(render(r.to_dict(with_outputs=False) for r in state.results))
+    terminalreporter.write_line(render(state.result_dicts(with_outputs=False)))
     terminalreporter.write_line(
         f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
         "per paired round (geometric mean); accept rate = accepted / draft tokens"
@@ -192,7 +244,7 @@ def _github_summary(path: str, state: SpecDecodeSession) -> None:
     from .table import render, render_comparison
 
     parts = ["## Speculative decoding", "", render(
-        (r.to_dict(with_outputs=False) for r in state.results), tablefmt="github"
+        state.result_dicts(with_outputs=False), tablefmt="github"
     ), ""]  # fmt: skip
     if state.verdicts:
         parts += ["### Comparison with the baseline", "", render_comparison(

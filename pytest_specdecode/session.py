@@ -32,6 +32,8 @@ class SpecDecodeSession:
     baseline: dict[str, Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
     environment_changes: list[str] = field(default_factory=list)
+    #: results, verdicts and engine facts received from pytest-xdist workers (controller only)
+    remote_results: list[dict[str, Any]] = field(default_factory=list)
     _environment: dict[str, Any] | None = None
     _pool: EnginePool | None = None
 
@@ -71,6 +73,24 @@ class SpecDecodeSession:
     def results_for(self, nodeid: str) -> list[Result]:
         return [r for r in self.results if r.nodeid == nodeid]
 
+    def result_dicts(self, *, with_outputs: bool = True) -> list[dict[str, Any]]:
+        """Every result of the session as report entries: local ones, then those from
+        pytest-xdist workers."""
+        local = [r.to_dict(with_outputs=with_outputs) for r in self.results]
+        remote = self.remote_results
+        if not with_outputs:
+            remote = [_without_outputs(r) for r in remote]
+        return local + remote
+
+    def receive(
+        self, results: list[dict[str, Any]], verdicts: list[dict[str, Any]], info: dict[str, Any]
+    ) -> None:
+        """Take what a pytest-xdist worker reported for one test."""
+        self.remote_results.extend(results)
+        self.verdicts.extend(Verdict(**v) for v in verdicts)
+        if info and not self.engine_info:
+            self.engine_info.update(info)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
@@ -78,7 +98,8 @@ class SpecDecodeSession:
     def environment(self) -> dict[str, Any]:
         """This run's environment (computed once, after the first result)."""
         if self._environment is None:
-            models = [r.target for r in self.results] + [r.draft for r in self.results if r.draft]
+            results = self.result_dicts(with_outputs=False)
+            models = [r["target"] for r in results] + [r["draft"] for r in results if r["draft"]]
             self._environment = collect(models, self.engine_info)
         return self._environment
 
@@ -119,7 +140,7 @@ class SpecDecodeSession:
         """Baseline entries this run did not produce."""
         if self.baseline is None:
             return []
-        seen = {result_key(r.to_dict(with_outputs=False)) for r in self.results}
+        seen = {result_key(r) for r in self.result_dicts(with_outputs=False)}
         return [k for k in self._stored if k not in seen]
 
     def report(self) -> dict[str, Any]:
@@ -130,8 +151,9 @@ class SpecDecodeSession:
             "engine_start_seconds": self._pool.start_seconds if self._pool is not None else 0.0,
             "max_engines": self.settings.get("max_engines"),
             "wall_seconds": time.time() - self.started,
+            "workers": len({r.get("worker") for r in self.remote_results}) or 1,
         }
-        return report.build([r.to_dict() for r in self.results], self.environment(), session)
+        return report.build(self.result_dicts(), self.environment(), session)
 
     def updated_baseline(self) -> dict[str, Any]:
         """The baseline with the figures of the tests that ran replaced (others kept)."""
@@ -143,3 +165,13 @@ class SpecDecodeSession:
             ran = {result_key(r) for r in fresh["results"]}
             kept = [r for r in self.baseline["results"] if result_key(r) not in ran]
         return report.build(kept + fresh["results"], fresh["environment"], fresh["session"])
+
+
+def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
+    trimmed = dict(result)
+    for side in ("baseline", "speculative"):
+        if isinstance(trimmed.get(side), dict):
+            trimmed[side] = {
+                k: v for k, v in trimmed[side].items() if k not in ("token_ids", "texts")
+            }
+    return trimmed

@@ -151,6 +151,12 @@ SETTINGS: tuple[Setting, ...] = (
         _positive_float,
         default=900.0,
     ),
+    Setting(
+        "gpus_per_worker",
+        "GPUs given to each pytest-xdist worker through CUDA_VISIBLE_DEVICES (default 1)",
+        _positive_int,
+        default=1,
+    ),
     Setting("save", "save this run's results (the report format) to this path", _string),
     Setting("compare", "compare every result with the results saved in this file", _string),
     Setting(

@@ -8,16 +8,14 @@ The same flow on real engines is in ``test_e2e_compare.py``.
 from __future__ import annotations
 
 import json
-import math
-import random
 import xml.etree.ElementTree as ET
-from typing import Any
 
 import pytest
 
 import pytest_specdecode.fixtures as fixtures
 from pytest_specdecode.__main__ import main as cli_main
-from pytest_specdecode.result import SpecCounters
+
+from .fakes import FakeEngines
 
 SUITE = """
 import pytest
@@ -33,34 +31,6 @@ def test_a(specdecode):
 def test_b(specdecode):
     specdecode.run(["p1", "p2"], max_tokens=4, temperature=0.8)
 """
-
-
-class FakeEngines:
-    """Synthetic paired rounds with a set speedup and acceptance."""
-
-    def __init__(self) -> None:
-        self.speedup = 2.0
-        self.acceptance = 0.8
-        self.rng = random.Random(0)
-
-    def __call__(self, pool: Any, baseline: Any, speculative: Any, prompts: Any,
-                 sampling: dict[str, Any], *, trials: int, **_: Any) -> dict[str, Any]:  # fmt: skip
-        def rnd(elapsed: float) -> dict[str, Any]:
-            reqs = [{"token_ids": [1, 2, 3, 4], "text": "abcd", "ttft": 0.01, "tpot": 0.001}]
-            return {"elapsed": elapsed, "requests": reqs * len(prompts)}
-
-        base, spec, per_round = [], [], []
-        for _ in range(trials):
-            base.append(rnd(1.0 * math.exp(self.rng.gauss(0, 0.02))))
-            spec.append(rnd(1.0 / self.speedup * math.exp(self.rng.gauss(0, 0.02))))
-            accepted = round(400 * min(1.0, self.acceptance + self.rng.gauss(0, 0.01)))
-            per_round.append(SpecCounters(100, 400, accepted, [accepted // 4] * 4))
-        total = SpecCounters(
-            sum(c.num_drafts for c in per_round), sum(c.num_draft_tokens for c in per_round),
-            sum(c.num_accepted_tokens for c in per_round), [0, 0, 0, 0],
-        )  # fmt: skip
-        return {"baseline": base, "speculative": spec, "counters": total,
-                "round_counters": per_round, "mode": "interleaved", "memory": "fake"}  # fmt: skip
 
 
 @pytest.fixture

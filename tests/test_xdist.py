@@ -1,0 +1,73 @@
+"""pytest-xdist: GPU assignment per worker, and results gathered on the controller."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_specdecode.distributed import check_worker_count, gpu_groups
+from pytest_specdecode.errors import ConfigError
+from pytest_specdecode.platform import Gpu
+
+pytest.importorskip("xdist")
+
+REPO = Path(__file__).resolve().parent.parent
+
+GPUS = tuple(Gpu(i, "NVIDIA H100", 80.0, 79.0) for i in range(4))
+
+
+def test_gpu_groups() -> None:
+    assert gpu_groups(GPUS, 1) == ["0", "1", "2", "3"]
+    assert gpu_groups(GPUS, 2) == ["0,1", "2,3"]
+    assert gpu_groups(GPUS, 3) == ["0,1,2"]
+    assert gpu_groups((), 1) == []
+
+
+def test_more_workers_than_gpus_is_an_error() -> None:
+    check_worker_count(4, gpu_groups(GPUS, 1), 4, 1)
+    with pytest.raises(ConfigError, match="-n 3: each pytest-xdist worker needs 2 GPU"):
+        check_worker_count(3, gpu_groups(GPUS, 2), 4, 2)
+    check_worker_count(8, [], 0, 1)  # no GPU: CPU engines, any worker count
+
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+import pytest_specdecode.fixtures as fixtures
+from tests.fakes import FakeEngines
+
+fixtures.run_paired = FakeEngines()
+fixtures.vllm_available = lambda: True
+"""
+
+SUITE = """
+import os
+import pytest
+
+SPEC = {"method": "ngram", "num_speculative_tokens": 4}
+
+@pytest.mark.parametrize("i", range(6))
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC)
+def test_run(specdecode, i):
+    specdecode.run(["p"], max_tokens=4)
+    specdecode.run(["p"], max_tokens=4, label="second")
+"""
+
+
+def test_two_workers_one_table_one_report(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "--specdecode-report", "report.json")  # fmt: skip
+    result.assert_outcomes(passed=6)
+    out = result.stdout.str()
+    assert out.count("speculative decoding summary") == 1
+    table = out.split("speculative decoding summary", 1)[1]
+    assert len([line for line in table.splitlines() if line.startswith("test_run[")]) == 12
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert len(report["results"]) == 12
+    assert {r["worker"] for r in report["results"]} == {"gw0", "gw1"}
+    assert report["session"]["workers"] == 2
+    assert all(r["passed"] is True for r in report["results"])
