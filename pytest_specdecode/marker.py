@@ -19,7 +19,7 @@ from .settings import (
 MARKER = "specdecode"
 MARKER_DOC = (
     "specdecode(category, *, target=None, speculative_config=None, engine_kwargs=None, "
-    "trials=None, timeout=None, min_speedup=None, min_acceptance_rate=None, "
+    "trials=None, timeout=None, min_gpus=None, min_speedup=None, min_acceptance_rate=None, "
     "min_acceptance_length=None, min_match_rate=None): a speculative-decoding test; the "
     "thresholds given are checked against every result the test produces."
 )
@@ -37,6 +37,7 @@ class TestSpec:
     timeout: float
     gates: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    min_gpus: int = 0
 
 
 def marker_category(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
@@ -111,7 +112,11 @@ def resolve(
     speculative.check_speculative_config(
         f"{nodeid}: speculative_config (from {sources.get('speculative_config', 'marker')})"
     )
+    min_gpus = kwargs.get("min_gpus")
+    if min_gpus is not None:
+        min_gpus = BY_NAME["gpus_per_worker"].parse(min_gpus, f"{where}: min_gpus")
     return TestSpec(
+        min_gpus=min_gpus or 0,
         nodeid=nodeid,
         category=category.strip(),
         baseline=baseline,

@@ -127,9 +127,20 @@ def pytest_collection_modifyitems(
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    error = item.config.stash[SESSION_KEY].spec_errors.get(item.nodeid)
+    state = item.config.stash[SESSION_KEY]
+    error = state.spec_errors.get(item.nodeid)
     if error is not None:
         pytest.fail(str(error), pytrace=False)
+    spec = state.specs.get(item.nodeid)
+    if spec is not None and spec.min_gpus:
+        from .platform import nvml_gpus
+
+        found = len(nvml_gpus())
+        if found < spec.min_gpus:
+            reason = f"needs {spec.min_gpus} GPU(s), NVML sees {found}"
+            if state.settings.get("require_gpu"):
+                pytest.fail(f"{reason} and --specdecode-require-gpu is set", pytrace=False)
+            pytest.skip(reason)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -152,6 +152,13 @@ SETTINGS: tuple[Setting, ...] = (
         default=900.0,
     ),
     Setting(
+        "require_gpu",
+        "fail, instead of skipping, a test whose min_gpus this machine does not have (GPU CI)",
+        _bool,
+        default=False,
+        flag=True,
+    ),
+    Setting(
         "gpus_per_worker",
         "GPUs given to each pytest-xdist worker through CUDA_VISIBLE_DEVICES (default 1)",
         _positive_int,
@@ -199,6 +206,7 @@ MARKER_KEYWORDS = (
     "engine_kwargs",
     "trials",
     "timeout",
+    "min_gpus",
     *MARKER_THRESHOLDS,
 )
 

@@ -116,3 +116,26 @@ def test_a(specdecode):
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*the specdecode fixtures need the marker*"])
+
+
+def test_min_gpus_skips_or_fails_without_gpus(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_specdecode.platform as platform
+
+    monkeypatch.setattr(platform, "nvml_gpus", lambda: ())
+    pytester.makepyfile(
+        HEADER
+        + """
+@pytest.mark.specdecode("tp", target="org/t", speculative_config=SPEC, min_gpus=2,
+                        engine_kwargs={"tensor_parallel_size": 2})
+def test_tp(specdecode):
+    raise AssertionError("must not run")
+"""
+    )
+    result = pytester.runpytest_inprocess("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs 2 GPU(s), NVML sees 0*"])
+    result = pytester.runpytest_inprocess("--specdecode-require-gpu")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--specdecode-require-gpu is set*"])
