@@ -120,7 +120,8 @@ class SpecDecode:
             timeout=self.spec.timeout,
             progress=lambda msg: progress(f"{where}: {msg}"),
         )
-        self._remember_engine_info()
+        if not self._session.engine_info:
+            self._session.engine_info.update(raw.get("engine_info") or {})
         result = build_result(
             raw,
             nodeid=self.spec.nodeid,
@@ -134,6 +135,12 @@ class SpecDecode:
             if label is not None
             else (f"#{len(self.results) + 1}" if self.results else ""),
         )
+        if raw.get("other_traffic"):
+            result.notes["other_traffic"] = f"{raw['other_traffic']} requests"
+            progress(
+                f"{where}: WARNING: the servers answered {raw['other_traffic']} requests that "
+                "were not ours during the measurement; figures may be skewed"
+            )
         self.results.append(result)
         self._session.results.append(result)
         self._record_properties(result)
@@ -160,13 +167,6 @@ class SpecDecode:
         for name, value in figures.items():
             self._node.user_properties.append((f"{prefix}.{name}", value))
 
-    def _remember_engine_info(self) -> None:
-        pool = self._session.pool
-        engine = pool._engines.get(self.spec.speculative.key)
-        if engine is not None and not self._session.engine_info:
-            self._session.engine_info.update(engine.info)
-            self._session.engine_info["ld_preload"] = engine.placement.env.get("LD_PRELOAD")
-
     def engine(self, which: str) -> Engine:
         """The resident ``"baseline"`` or ``"speculative"`` engine (started if needed)."""
         configs = {"baseline": self.spec.baseline, "speculative": self.spec.speculative}
@@ -192,7 +192,7 @@ def _spec_for(request: pytest.FixtureRequest) -> TestSpec:
             f"{nodeid}: the specdecode fixtures need the marker, e.g. "
             f'@pytest.mark.{MARKER}("structured", speculative_config={{...}})'
         )
-    if not vllm_available():
+    if not session.served and not vllm_available():
         pytest.skip(VLLM_MISSING)
     return spec
 

@@ -78,13 +78,18 @@ def resolve(
         sources[name] = settings.source(name)
         return settings.get(name)
 
+    served = settings.get("speculative_url") is not None
     target = pick("target")
+    if target is None and served:
+        target = settings.get("speculative_url")
     if target is None:
         raise ConfigError(
             f"{nodeid}: no target model: give target= on the marker, --specdecode-target on "
             "the command line, or specdecode_target in the ini file"
         )
     spec_config = pick("speculative_config")
+    if not spec_config and served:
+        spec_config = {"method": "served"}
     if not spec_config:
         raise ConfigError(
             f"{nodeid}: no speculative config: give speculative_config= on the marker, "
@@ -109,9 +114,10 @@ def resolve(
     }
     baseline = EngineConfig.create(str(target), None, engine_kwargs)
     speculative = EngineConfig.create(str(target), spec_config, engine_kwargs)
-    speculative.check_speculative_config(
-        f"{nodeid}: speculative_config (from {sources.get('speculative_config', 'marker')})"
-    )
+    if not served:  # a served deployment's config is the server's business
+        speculative.check_speculative_config(
+            f"{nodeid}: speculative_config (from {sources.get('speculative_config', 'marker')})"
+        )
     min_gpus = kwargs.get("min_gpus")
     if min_gpus is not None:
         min_gpus = BY_NAME["gpus_per_worker"].parse(min_gpus, f"{where}: min_gpus")

@@ -141,6 +141,8 @@ def run_paired(
         "round_counters": per_round,
         "mode": "interleaved" if interleaved else "sequential",
         "memory": placement.memory,
+        "engine_info": {**spec.info, "ld_preload": placement.env.get("LD_PRELOAD")},
+        "other_traffic": getattr(base, "other_traffic", 0) + getattr(spec, "other_traffic", 0),
     }
 
 

@@ -38,6 +38,13 @@ class SpecDecodeSession:
     _pool: EnginePool | None = None
 
     def __post_init__(self) -> None:
+        if (self.settings.get("baseline_url") is None) != (
+            self.settings.get("speculative_url") is None
+        ):
+            raise ConfigError(
+                "--specdecode-baseline-url and --specdecode-speculative-url go together: give "
+                "both (two running vLLM servers on the same target) or neither"
+            )
         self.tolerances = parse_tolerances(
             self.settings.get("compare_fail"), self.settings.source("compare_fail")
         )
@@ -57,7 +64,19 @@ class SpecDecodeSession:
         self._stored = {result_key(r): r for r in self.baseline["results"]}
 
     @property
+    def served(self) -> bool:
+        return self.settings.get("speculative_url") is not None
+
+    @property
     def pool(self) -> EnginePool:
+        if self._pool is None and self.served:
+            from .served import ServedPool
+
+            self._pool = ServedPool(  # type: ignore[assignment]
+                self.settings.get("baseline_url"),
+                self.settings.get("speculative_url"),
+                self.settings.get("api_key_env"),
+            )
         if self._pool is None:
             self._pool = EnginePool(
                 self.settings.get("max_engines"),

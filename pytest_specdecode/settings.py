@@ -152,6 +152,20 @@ SETTINGS: tuple[Setting, ...] = (
         default=900.0,
     ),
     Setting(
+        "baseline_url",
+        "measure a running OpenAI-compatible vLLM server as the baseline (with "
+        "--specdecode-speculative-url) instead of starting engines",
+        _string,
+    ),
+    Setting("speculative_url", "the running vLLM server with speculative decoding", _string),
+    Setting(
+        "api_key_env",
+        "name of the environment variable holding the servers' API key (default "
+        "SPECDECODE_API_KEY); the key itself is never taken from the command line",
+        _string,
+        default="SPECDECODE_API_KEY",
+    ),
+    Setting(
         "require_gpu",
         "fail, instead of skipping, a test whose min_gpus this machine does not have (GPU CI)",
         _bool,
