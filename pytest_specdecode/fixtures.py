@@ -12,7 +12,7 @@ from .engine import Engine
 from .engine_config import EngineConfig
 from .errors import ConfigError
 from .marker import MARKER, TestSpec
-from .measure import build_result, run_paired, validate_prompts
+from .measure import add_theory, build_result, measure_draft_tpot, run_paired, validate_prompts
 from .result import Result
 from .session import SpecDecodeSession
 from .settings import BY_NAME
@@ -135,6 +135,7 @@ class SpecDecode:
             if label is not None
             else (f"#{len(self.results) + 1}" if self.results else ""),
         )
+        add_theory(result, self._cost_ratio(prompts, params, concurrency, result))
         if raw.get("other_traffic"):
             result.notes["other_traffic"] = f"{raw['other_traffic']} requests"
             progress(
@@ -166,6 +167,28 @@ class SpecDecode:
         }
         for name, value in figures.items():
             self._node.user_properties.append((f"{prefix}.{name}", value))
+
+    def _cost_ratio(
+        self, prompts: list[Any], params: dict[str, Any], concurrency: int | None, result: Result
+    ) -> float | None:
+        """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
+        measured once per configuration for a draft model, unknown otherwise."""
+        spec = self.spec.speculative
+        if spec.method in ("ngram", "suffix"):
+            return 0.0
+        if spec.method != "draft_model" or self._session.served:
+            return None
+        if self._session.settings.get("cost_ratio") == "off" or not result.baseline.tpot:
+            return None
+        cache = self._session.draft_tpots
+        if spec.key not in cache:
+            self._session.progress(f"timing the draft {spec.draft} alone for the cost ratio")
+            cache[spec.key] = measure_draft_tpot(
+                self._session.pool, spec, prompts, params, keep=[self.spec.baseline],
+                concurrency=concurrency, timeout=self.spec.timeout,
+            )  # fmt: skip
+        draft_tpot = cache[spec.key]
+        return None if draft_tpot is None else draft_tpot / result.baseline.tpot
 
     def engine(self, which: str) -> Engine:
         """The resident ``"baseline"`` or ``"speculative"`` engine (started if needed)."""

@@ -217,3 +217,46 @@ def build_result(
         speculative=spec,
         label=label,
     )
+
+
+def draft_alone(speculative: EngineConfig) -> EngineConfig | None:
+    """The engine that runs the draft model by itself (to time one draft step)."""
+    if speculative.method != "draft_model" or speculative.draft is None:
+        return None
+    return EngineConfig.create(speculative.draft, None, speculative.engine_kwargs)
+
+
+def measure_draft_tpot(
+    pool: EnginePool,
+    speculative: EngineConfig,
+    prompts: Sequence[Any],
+    sampling: dict[str, Any],
+    *,
+    keep: Sequence[EngineConfig] = (),
+    concurrency: int | None = None,
+    timeout: float | None = None,
+) -> float | None:
+    """Time per output token of the draft model alone on the same workload (greedy)."""
+    __tracebackhide__ = True
+    config = draft_alone(speculative)
+    if config is None:
+        return None
+    engine = pool.acquire(config, keep=keep, timeout=timeout)
+    greedy = {**sampling, "temperature": 0.0}
+    greedy.pop("structured_outputs", None)
+    engine.generate(prompts, greedy, concurrency)  # warm-up
+    rounds = [engine.generate(prompts, greedy, concurrency) for _ in range(2)]
+    return mean([q["tpot"] for r in rounds for q in r["requests"]])
+
+
+def add_theory(result: Result, cost_ratio: float | None) -> None:
+    """Fill in alpha, the cost ratio, the predicted speedup and the efficiency."""
+    from .theory import alpha_from_counts, predicted_speedup
+
+    k = result.num_speculative_tokens
+    counts = [round(p * result.num_drafts) for p in result.acceptance_per_position]
+    result.alpha = alpha_from_counts(result.num_drafts, counts)
+    result.cost_ratio = cost_ratio
+    if result.alpha is not None and cost_ratio is not None and k > 0:
+        result.predicted_speedup = predicted_speedup(result.alpha, k, cost_ratio)
+        result.efficiency = result.speedup / result.predicted_speedup

@@ -102,6 +102,10 @@ class Result:
     baseline: EngineFigures
     speculative: EngineFigures
     label: str = ""
+    alpha: float | None = None  # per-token acceptance (MLE from per-position counts)
+    cost_ratio: float | None = None  # draft step time / target step time (measured)
+    predicted_speedup: float | None = None  # Leviathan's bound from alpha, k and cost_ratio
+    efficiency: float | None = None  # measured speedup / predicted speedup
     samples: dict[str, list[float]] = field(default_factory=dict)  # per-round figures
     notes: dict[str, Any] = field(default_factory=dict)  # free-form figures a test adds
     passed: bool | None = None

@@ -34,6 +34,8 @@ class SpecDecodeSession:
     environment_changes: list[str] = field(default_factory=list)
     #: results, verdicts and engine facts received from pytest-xdist workers (controller only)
     remote_results: list[dict[str, Any]] = field(default_factory=list)
+    #: time per token of each draft model alone, by speculative engine key (cost ratio)
+    draft_tpots: dict[str, float | None] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
     _pool: EnginePool | None = None
 

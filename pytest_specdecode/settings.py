@@ -89,6 +89,16 @@ def _tolerances(value: Any, source: str) -> str:
     return str(value)
 
 
+def _choice(*choices: str) -> Callable[[Any, str], str]:
+    def parse(value: Any, source: str) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ConfigError(f"{source}: expected one of {', '.join(choices)}, got {value!r}")
+        return text
+
+    return parse
+
+
 def _string(value: Any, source: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{source}: expected a non-empty string, got {value!r}")
@@ -150,6 +160,13 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds an engine may take to start or answer one call before it is killed (default 900)",
         _positive_float,
         default=900.0,
+    ),
+    Setting(
+        "cost_ratio",
+        "'auto' (default): time the draft model alone once per configuration to report the "
+        "cost ratio, predicted speedup and efficiency; 'off': skip (one engine fewer)",
+        _choice("auto", "off"),
+        default="auto",
     ),
     Setting(
         "baseline_url",

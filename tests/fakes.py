@@ -16,6 +16,12 @@ class FakeEngines:
         self.speedup = 2.0
         self.acceptance = 0.8
         self.rng = random.Random(0)
+        self.draft_timings = 0
+
+    def draft_tpot(self, *args: Any, **kwargs: Any) -> float:
+        """Time per token of the draft alone: a tenth of the target's (0.001 s)."""
+        self.draft_timings += 1
+        return 0.0001
 
     def __call__(self, pool: Any, baseline: Any, speculative: Any, prompts: Any,
                  sampling: dict[str, Any], *, trials: int, **_: Any) -> dict[str, Any]:  # fmt: skip
@@ -31,7 +37,8 @@ class FakeEngines:
             per_round.append(SpecCounters(100, 400, accepted, [accepted // 4] * 4))
         total = SpecCounters(
             sum(c.num_drafts for c in per_round), sum(c.num_draft_tokens for c in per_round),
-            sum(c.num_accepted_tokens for c in per_round), [0, 0, 0, 0],
+            sum(c.num_accepted_tokens for c in per_round),
+            [sum(c.accepted_per_position[i] for c in per_round) for i in range(4)],
         )  # fmt: skip
         return {"baseline": base, "speculative": spec, "counters": total,
                 "round_counters": per_round, "mode": "interleaved", "memory": "fake"}  # fmt: skip

@@ -37,6 +37,7 @@ def test_b(specdecode):
 def fake(monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester) -> FakeEngines:
     engines = FakeEngines()
     monkeypatch.setattr(fixtures, "run_paired", engines)
+    monkeypatch.setattr(fixtures, "measure_draft_tpot", engines.draft_tpot)
     monkeypatch.setattr(fixtures, "vllm_available", lambda: True)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     pytester.makepyfile(test_suite=SUITE)
@@ -204,3 +205,16 @@ def test_cli_compare_prints_the_same_verdicts(
         cli_main(["compare", str(pytester.path / "bad.json"), str(pytester.path / "old.json")]) == 2
     )
     assert "baseline file" in capsys.readouterr().err
+
+
+def test_theory_figures_in_report(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+    result = pytester.runpytest_inprocess("--specdecode-report", "r.json")
+    result.assert_outcomes(passed=2)
+    entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    assert entry["cost_ratio"] == pytest.approx(0.1)
+    assert 0.5 < entry["alpha"] <= 1.0
+    assert entry["predicted_speedup"] > 1 and entry["efficiency"] > 0
+    assert fake.draft_timings == 1  # once per configuration, not per test
+    pytester.runpytest_inprocess("--specdecode-cost-ratio", "off", "--specdecode-report", "r.json")
+    entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    assert entry["cost_ratio"] is None and entry["efficiency"] is None

