@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .equivalence import DistributionCheck
 from .errors import ConfigError, GateError
 from .result import Result
 
@@ -70,17 +71,47 @@ def assert_acceptance_length(result: Result, min: float) -> None:  # noqa: A002
         )
 
 
-def assert_outputs_equivalent(result: Result, min_match_rate: float = 1.0) -> None:
-    """Fail unless at least ``min_match_rate`` of prompts give identical token ids.
+def _assert_same_distribution(check: DistributionCheck) -> None:
+    if check.passed:
+        return
+    worst = check.worst
+    detail = ""
+    if worst is not None:
+        fmt = ", ".join
+        detail = (
+            f"; worst: prompt {worst.prompt_index}, token {worst.position}: chi2 "
+            f"{worst.statistic:.1f} (df {worst.df}), baseline top "
+            f"[{fmt(f'{t}: {p:.2f}' for t, p in worst.top_baseline)}], speculative top "
+            f"[{fmt(f'{t}: {p:.2f}' for t, p in worst.top_speculative)}]"
+        )
+    raise GateError(
+        f"{check.nodeid}: the speculative engine samples another distribution at temperature "
+        f"{check.temperature:g}: p = {check.p_value:.2g} < {check.alpha:g} (Bonferroni over "
+        f"{len(check.tests)} position tests, {check.samples_per_engine} samples of "
+        f"{check.tokens} tokens per engine){detail}"
+    )
 
-    Exact matching is only meaningful for greedy decoding (temperature 0): speculative sampling
-    is lossless in distribution, not sample by sample.
+
+def assert_outputs_equivalent(
+    result: Result | DistributionCheck, min_match_rate: float = 1.0
+) -> None:
+    """Fail unless the speculative engine's outputs match the baseline's.
+
+    For a greedy :class:`Result` (temperature 0): at least ``min_match_rate`` of prompts must
+    give identical token ids. Speculative *sampling* is lossless in distribution, not sample by
+    sample: at temperature > 0 pass the :class:`DistributionCheck` from
+    ``specdecode.sample_equivalence(...)``, which fails when its p-value is below its alpha.
     """
+    if isinstance(result, DistributionCheck):
+        _assert_same_distribution(result)
+        return
     threshold = _check_min("assert_outputs_equivalent(min_match_rate=...)", min_match_rate)
     if result.temperature > 0:
         raise ConfigError(
             f"{_where(result)}: exact output equivalence needs greedy decoding, but this run "
-            f"used temperature={result.temperature:g}; run with temperature=0.0 to gate on it"
+            f"used temperature={result.temperature:g}; gate sampling with "
+            "assert_outputs_equivalent(specdecode.sample_equivalence(prompts, "
+            f"temperature={result.temperature:g})), or run with temperature=0.0"
         )
     if result.match_rate < threshold:
         shown = result.divergences[:5]

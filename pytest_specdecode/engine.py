@@ -255,6 +255,14 @@ class Engine:
         )
         return result
 
+    def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]:
+        """Token ids of every completion (``sampling["n"]`` per prompt), per prompt."""
+        __tracebackhide__ = True
+        result: list[list[list[int]]] = self.call(
+            "sample", prompts=list(prompts), sampling=sampling
+        )
+        return result
+
     def spec_counters(self) -> dict[str, Any]:
         """Cumulative speculative-decoding counters of this engine."""
         result: dict[str, Any] = self.call("spec_counters")

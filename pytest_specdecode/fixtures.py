@@ -10,6 +10,13 @@ import pytest
 
 from .engine import Engine
 from .engine_config import EngineConfig
+from .equivalence import (
+    DEFAULT_ALPHA,
+    DEFAULT_SAMPLES,
+    DEFAULT_TOKENS,
+    DistributionCheck,
+    compare_distributions,
+)
 from .errors import ConfigError
 from .marker import MARKER, TestSpec
 from .measure import add_theory, build_result, measure_draft_tpot, run_paired, validate_prompts
@@ -167,6 +174,44 @@ class SpecDecode:
         }
         for name, value in figures.items():
             self._node.user_properties.append((f"{prefix}.{name}", value))
+
+    def sample_equivalence(
+        self,
+        prompts: Sequence[Any],
+        *,
+        temperature: float = 0.8,
+        samples: int = DEFAULT_SAMPLES,
+        tokens: int = DEFAULT_TOKENS,
+        alpha: float = DEFAULT_ALPHA,
+        **sampling: Any,
+    ) -> DistributionCheck:
+        """Test that both engines sample the same token distribution at ``temperature``.
+
+        ``samples`` continuations of ``tokens`` tokens per engine; gate the result with
+        :func:`~pytest_specdecode.assert_outputs_equivalent`.
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts)
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or temperature <= 0
+        ):
+            raise ConfigError(
+                f"sample_equivalence(temperature=...): expected a number > 0, got {temperature!r};"
+                " at temperature 0 use run() and exact matching"
+            )
+        self._session.progress(
+            f"{self.spec.nodeid.rsplit('::', 1)[-1]}: sampling {samples} continuations of "
+            f"{tokens} tokens per engine at temperature {temperature:g}"
+        )
+        check = compare_distributions(
+            self.engine("baseline"), self.engine("speculative"), prompts,
+            temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
+            nodeid=self.spec.nodeid, **sampling,
+        )  # fmt: skip
+        self._session.distribution_checks.append(check)
+        return check
 
     def _cost_ratio(
         self, prompts: list[Any], params: dict[str, Any], concurrency: int | None, result: Result

@@ -172,9 +172,16 @@ class ServedEngine:
         with ThreadPoolExecutor(max_workers=concurrency or len(prompts)) as pool:
             requests = list(pool.map(lambda pb: self._request(*pb), bodies))
         elapsed = time.perf_counter() - start
-        extra = self._metrics()["requests"] - before - len(prompts)
-        if extra > 0:
-            self.other_traffic += extra
+        # The server counts a request as finished a moment after its last chunk: wait for
+        # ours to show up before reading what else it served.
+        expected = before + len(prompts)
+        after = self._metrics()["requests"]
+        deadline = time.monotonic() + 5.0
+        while after < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+            after = self._metrics()["requests"]
+        if after > expected:
+            self.other_traffic += after - expected
         return {"elapsed": elapsed, "requests": requests}
 
     def _metrics(self) -> dict[str, Any]:

@@ -34,6 +34,8 @@ class SpecDecodeSession:
     environment_changes: list[str] = field(default_factory=list)
     #: results, verdicts and engine facts received from pytest-xdist workers (controller only)
     remote_results: list[dict[str, Any]] = field(default_factory=list)
+    #: distribution checks made with ``specdecode.sample_equivalence``
+    distribution_checks: list[Any] = field(default_factory=list)
     #: time per token of each draft model alone, by speculative engine key (cost ratio)
     draft_tpots: dict[str, float | None] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
@@ -174,7 +176,10 @@ class SpecDecodeSession:
             "wall_seconds": time.time() - self.started,
             "workers": len({r.get("worker") for r in self.remote_results}) or 1,
         }
-        return report.build(self.result_dicts(), self.environment(), session)
+        data = report.build(self.result_dicts(), self.environment(), session)
+        if self.distribution_checks:
+            data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
+        return data
 
     def updated_baseline(self) -> dict[str, Any]:
         """The baseline with the figures of the tests that ran replaced (others kept)."""

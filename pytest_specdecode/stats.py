@@ -160,3 +160,83 @@ def proportion_less(new_hits: int, new_n: int, old_hits: int, old_n: int) -> flo
         return 0.0 if p1 < p2 else 1.0
     z = (p1 - p2) / se
     return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+def _gammainc_lower_series(a: float, x: float) -> float:
+    total = term = 1.0 / a
+    n = a
+    for _ in range(1000):
+        n += 1
+        term *= x / n
+        total += term
+        if abs(term) < abs(total) * 1e-14:
+            break
+    return total * math.exp(-x + a * math.log(x) - math.lgamma(a))
+
+
+def _gammainc_upper_cf(a: float, x: float) -> float:
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 1000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return math.exp(-x + a * math.log(x) - math.lgamma(a)) * h
+
+
+def chi2_sf(x: float, df: int) -> float:
+    """P(X > x) for a chi-square variable with ``df`` degrees of freedom."""
+    if df < 1:
+        raise ValueError("df must be >= 1")
+    if x <= 0:
+        return 1.0
+    a, half = df / 2.0, x / 2.0
+    if half < a + 1.0:
+        return 1.0 - _gammainc_lower_series(a, half)
+    return _gammainc_upper_cf(a, half)
+
+
+def homogeneity_test(
+    a: dict[int, int], b: dict[int, int], min_expected: float = 5.0
+) -> tuple[float, int, float]:
+    """Chi-square test that two samples of categories come from one distribution.
+
+    Categories whose expected count is below ``min_expected`` in either sample are pooled into
+    one "other" bin. Returns (statistic, degrees of freedom, p-value); p is 1.0 when fewer
+    than two bins remain.
+    """
+    n_a, n_b = sum(a.values()), sum(b.values())
+    total = n_a + n_b
+    if n_a == 0 or n_b == 0:
+        return 0.0, 0, 1.0
+    bins: list[tuple[int, int]] = []
+    other_a = other_b = 0
+    for key in set(a) | set(b):
+        ca, cb = a.get(key, 0), b.get(key, 0)
+        column = ca + cb
+        if min(column * n_a / total, column * n_b / total) < min_expected:
+            other_a, other_b = other_a + ca, other_b + cb
+        else:
+            bins.append((ca, cb))
+    if other_a + other_b:
+        bins.append((other_a, other_b))
+    if len(bins) < 2:
+        return 0.0, 0, 1.0
+    stat = 0.0
+    for ca, cb in bins:
+        column = ca + cb
+        ea, eb = column * n_a / total, column * n_b / total
+        stat += (ca - ea) ** 2 / ea + (cb - eb) ** 2 / eb
+    df = len(bins) - 1
+    return stat, df, chi2_sf(stat, df)

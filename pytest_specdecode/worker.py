@@ -101,6 +101,12 @@ class _Engine:
         elapsed = time.perf_counter() - start
         return {"elapsed": elapsed, "requests": [_request_figures(o) for o in outputs]}
 
+    def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]:
+        """Every completion's token ids, per prompt (``sampling`` usually has ``n`` > 1)."""
+        params = _build_sampling(sampling, len(prompts))
+        outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        return [[list(c.token_ids) for c in o.outputs] for o in outputs]
+
     def spec_counters(self) -> dict[str, Any]:
         """The speculative-decoding counters, summed over ``engine`` labels (data parallel)."""
         totals = dict.fromkeys(SPEC_COUNTERS, 0)

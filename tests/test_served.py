@@ -140,7 +140,7 @@ def test_other_traffic_is_detected(server: FakeServer) -> None:
     def metrics_with_a_stranger() -> dict[str, Any]:
         calls["n"] += 1
         counters = original()
-        if calls["n"] == 2:  # after our round: someone else's request finished too
+        if calls["n"] >= 2:  # after our round: someone else's request finished too
             counters["requests"] += 1
         return counters
 
