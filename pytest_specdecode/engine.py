@@ -213,14 +213,7 @@ class Engine:
                 except (EOFError, OSError):
                     pass  # the worker died: report below
             if not self._process.is_alive() or self._conn.closed:
-                self._process.join(5)
-                self.kill()
-                raise EngineCrashedError(
-                    f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: "
-                    f"{_exit_cause(self._process.exitcode)}.\n"
-                    f"--- last lines of the engine log {self.log_path} ---\n"
-                    f"{_tail(self.log_path)}"
-                )
+                raise self._crashed(doing)
             if time.monotonic() > deadline:
                 self.kill()
                 raise EngineTimeoutError(
@@ -230,11 +223,22 @@ class Engine:
                     f"---\n{_tail(self.log_path)}"
                 )
 
+    def _crashed(self, doing: str) -> EngineCrashedError:
+        """The error for a dead worker: its exit cause and the end of its log."""
+        if self._process.exitcode is None:
+            self._process.join(5)
+        cause = _exit_cause(self._process.exitcode)
+        self.kill()
+        return EngineCrashedError(
+            f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: {cause}.\n"
+            f"--- last lines of the engine log {self.log_path} ---\n{_tail(self.log_path)}"
+        )
+
     def call(self, command: str, **kwargs: Any) -> Any:
         """Run ``command`` in the worker and return its answer."""
         __tracebackhide__ = True
         if not self.alive:
-            raise EngineCrashedError(f"{self.config.describe()} is not running")
+            raise self._crashed(f"{command} (it had died before the call)")
         self.calls += 1
         try:
             self._conn.send((command, kwargs))
