@@ -20,6 +20,7 @@ from .errors import (
     EngineStartError,
     EngineTimeoutError,
     GateError,
+    InconclusiveError,
     SpecDecodeError,
 )
 from .result import EngineFigures, Result
@@ -37,6 +38,7 @@ __all__ = [
     "EngineStartError",
     "EngineTimeoutError",
     "GateError",
+    "InconclusiveError",
     "Result",
     "SpecDecodeError",
     "assert_acceptance_length",

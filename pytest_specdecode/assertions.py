@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .equivalence import DistributionCheck
-from .errors import ConfigError, GateError
+from .errors import ConfigError, GateError, InconclusiveError
 from .result import Result
 
 
@@ -33,6 +33,13 @@ def _check_min(name: str, value: object) -> float:
 def assert_speedup(result: Result, min: float) -> None:  # noqa: A002 - public name
     """Fail unless the measured speedup (baseline time / speculative time) is at least ``min``."""
     threshold = _check_min("assert_speedup(min=...)", min)
+    low, high = result.speedup_ci
+    if result.adaptive and low < threshold <= high:
+        raise InconclusiveError(
+            f"{_where(result)}: speedup {result.speedup:.2f}x cannot be told from the minimum "
+            f"{threshold:.2f}x: {_ci(result)} (adaptive trials ran out of rounds; raise "
+            "--specdecode-max-trials, or quiet the machine)"
+        )
     if result.speedup < threshold:
         _fail(
             result,

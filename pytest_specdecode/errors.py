@@ -29,3 +29,11 @@ class EngineTimeoutError(EngineError):
 
 class GateError(AssertionError):
     """A speedup, acceptance or equivalence gate failed."""
+
+
+class InconclusiveError(SpecDecodeError):
+    """An adaptive measurement ran out of rounds with its interval still straddling a gate.
+
+    The plugin reports the test as skipped with the reason "inconclusive: ..." rather than as a
+    coin-flip pass or fail.
+    """

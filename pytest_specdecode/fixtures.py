@@ -19,7 +19,14 @@ from .equivalence import (
 )
 from .errors import ConfigError
 from .marker import MARKER, TestSpec
-from .measure import add_theory, build_result, measure_draft_tpot, run_paired, validate_prompts
+from .measure import (
+    adaptive_stop,
+    add_theory,
+    build_result,
+    measure_draft_tpot,
+    run_paired,
+    validate_prompts,
+)
 from .result import Result
 from .session import SpecDecodeSession
 from .settings import BY_NAME
@@ -97,6 +104,16 @@ class SpecDecode:
             if trials is None
             else BY_NAME["trials"].parse(trials, "run(trials=...)")
         )
+        stop = None
+        thresholds: list[float] = []
+        if n_trials == "auto":
+            settings = self._session.settings
+            thresholds = [t for t in (self.spec.gates.get("min_speedup"),) if t is not None]
+            floor = self._session.speedup_floor(self.spec.nodeid, label)
+            if floor is not None:
+                thresholds.append(floor)
+            stop = adaptive_stop(thresholds, settings.get("precision"))
+            n_trials = settings.get("max_trials")
         params: dict[str, Any] = {
             "temperature": float(temperature),
             "max_tokens": max_tokens,
@@ -126,6 +143,7 @@ class SpecDecode:
             concurrency=concurrency,
             timeout=self.spec.timeout,
             progress=lambda msg: progress(f"{where}: {msg}"),
+            stop=stop,
         )
         if not self._session.engine_info:
             self._session.engine_info.update(raw.get("engine_info") or {})
@@ -143,6 +161,15 @@ class SpecDecode:
             else (f"#{len(self.results) + 1}" if self.results else ""),
         )
         add_theory(result, self._cost_ratio(prompts, params, concurrency, result))
+        if stop is not None:
+            result.adaptive = True
+            low, high = result.speedup_ci
+            open_gates = [t for t in thresholds if low < t <= high]
+            if open_gates:
+                result.inconclusive = (
+                    f"after {result.trials} rounds the speedup's 95% interval "
+                    f"{low:.2f}x-{high:.2f}x still contains {open_gates[0]:.2f}x"
+                )
         if raw.get("other_traffic"):
             result.notes["other_traffic"] = f"{raw['other_traffic']} requests"
             progress(

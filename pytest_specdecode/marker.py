@@ -33,7 +33,7 @@ class TestSpec:
     category: str
     baseline: EngineConfig
     speculative: EngineConfig
-    trials: int
+    trials: int | str  # a count, or "auto" (adaptive)
     timeout: float
     gates: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)

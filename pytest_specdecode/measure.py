@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .engine import Engine, EnginePool, Progress
@@ -10,6 +10,25 @@ from .engine_config import EngineConfig
 from .errors import ConfigError, GateError
 from .result import Divergence, EngineFigures, Result, SpecCounters
 from .stats import mean, ratio_interval
+
+#: Fewest paired rounds before adaptive trials may stop.
+MIN_ADAPTIVE_TRIALS = 3
+
+
+def adaptive_stop(
+    thresholds: Sequence[float], precision: float
+) -> Callable[[list[float]], bool]:
+    """The adaptive rule: stop once the speedup's 95% interval is decisive against every
+    threshold in play (lies wholly above or below it) and, with no threshold, once its
+    half-width is within ``precision`` (relative)."""
+
+    def stop(ratios: list[float]) -> bool:
+        speedup, (low, high) = ratio_interval(ratios)
+        if thresholds:
+            return all(not (low < t <= high) for t in thresholds)
+        return (high - low) / 2 <= precision * speedup
+
+    return stop
 
 
 def _figures(rounds: list[dict[str, Any]]) -> EngineFigures:
@@ -82,11 +101,14 @@ def run_paired(
     concurrency: int | None = None,
     timeout: float | None = None,
     progress: Progress = lambda _: None,
+    stop: Callable[[list[float]], bool] | None = None,
 ) -> dict[str, Any]:
     """Run warm-up and ``trials`` paired rounds; returns raw rounds and counter deltas.
 
     With two engines resident the rounds alternate (A B A B ...) so machine drift cancels;
-    with a pool of one they run one engine after the other ("sequential").
+    with a pool of one they run one engine after the other ("sequential"). With ``stop``
+    (adaptive trials), ``trials`` is the most rounds: after each round from the third on,
+    ``stop(ratios)`` may end the measurement early.
     """
     __tracebackhide__ = True
     interleaved = pool.max_engines >= 2
@@ -115,6 +137,12 @@ def run_paired(
                 f"round {i + 1}/{trials}: baseline {base_rounds[-1]['elapsed']:.2f} s, "
                 f"speculative {spec_rounds[-1]['elapsed']:.2f} s"
             )
+            ratios = [
+                b["elapsed"] / s["elapsed"] for b, s in zip(base_rounds, spec_rounds, strict=True)
+            ]
+            if stop is not None and len(ratios) >= MIN_ADAPTIVE_TRIALS and stop(ratios):
+                progress(f"decided after {len(ratios)} rounds")
+                break
         after = previous
         placement = spec.placement
     else:

@@ -9,7 +9,7 @@ import pytest
 
 from .assertions import check_gates
 from .distributed import WORKERINPUT_KEY, XdistController, check_worker_count
-from .errors import ConfigError
+from .errors import ConfigError, InconclusiveError
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
 from .session import SpecDecodeSession
@@ -145,12 +145,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    outcome = yield
+    try:
+        outcome = yield
+    except InconclusiveError as exc:
+        pytest.skip(f"inconclusive: {exc}")
     state = item.config.stash[SESSION_KEY]
     spec = state.specs.get(item.nodeid)
     failures: list[str] = []
     if spec is not None and spec.gates:
-        failures = [m for r in state.results_for(item.nodeid) for m in check_gates(r, spec.gates)]
+        try:
+            failures = [
+                m for r in state.results_for(item.nodeid) for m in check_gates(r, spec.gates)
+            ]
+        except InconclusiveError as exc:
+            pytest.skip(f"inconclusive: {exc}")
     failures += state.check_regressions(item.nodeid)
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
@@ -166,7 +174,7 @@ def pytest_runtest_makereport(
         state = item.config.stash[SESSION_KEY]
         results = state.results_for(item.nodeid)
         for result in results:
-            result.passed = report.passed
+            result.passed = None if report.skipped else report.passed
         if results and hasattr(item.config, "workerinput"):
             # pytest-xdist worker: the results travel to the controller with the report
             worker = item.config.workerinput.get("workerid")

@@ -107,6 +107,8 @@ class Result:
     predicted_speedup: float | None = None  # Leviathan's bound from alpha, k and cost_ratio
     efficiency: float | None = None  # measured speedup / predicted speedup
     samples: dict[str, list[float]] = field(default_factory=dict)  # per-round figures
+    adaptive: bool = False  # rounds were added until the interval was decisive
+    inconclusive: str = ""  # why an adaptive measurement could not decide, if it could not
     notes: dict[str, Any] = field(default_factory=dict)  # free-form figures a test adds
     passed: bool | None = None
     gate_failures: list[str] = field(default_factory=list)

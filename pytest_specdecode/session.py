@@ -159,6 +159,16 @@ class SpecDecodeSession:
                     failures.append("regression: " + verdict.describe())
         return failures
 
+    def speedup_floor(self, nodeid: str, label: str | None) -> float | None:
+        """The stored speedup less its tolerance, when comparing with a baseline."""
+        if self.baseline is None:
+            return None
+        stored = self._stored.get(f"{nodeid}[{label}]" if label else nodeid)
+        tolerance = next((t for t in self.tolerances if t.figure == "speedup"), None)
+        if stored is None or tolerance is None:
+            return None
+        return tolerance.floor(float(stored["speedup"]))
+
     def missing(self) -> list[str]:
         """Baseline entries this run did not produce."""
         if self.baseline is None:

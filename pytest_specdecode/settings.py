@@ -50,7 +50,9 @@ def _positive_int(value: Any, source: str) -> int:
     return number
 
 
-def _trials(value: Any, source: str) -> int:
+def _trials(value: Any, source: str) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
     number = _positive_int(value, source)
     if number < 2:
         raise ConfigError(
@@ -146,7 +148,26 @@ SETTINGS: tuple[Setting, ...] = (
         _json_object,
     ),
     Setting("category", "run only specdecode tests of these categories (comma list)", _categories),
-    Setting("trials", "measured paired rounds per run() (default 5)", _trials, default=5),
+    Setting(
+        "trials",
+        "measured paired rounds per run() (default 5), or 'auto': add rounds until the "
+        "speedup's interval is decisive against the gates in play",
+        _trials,
+        default=5,
+    ),
+    Setting(
+        "max_trials",
+        "most paired rounds per run() with --specdecode-trials auto (default 20)",
+        _trials,
+        default=20,
+    ),
+    Setting(
+        "precision",
+        "with --specdecode-trials auto and no gate in play: stop once the speedup's 95%% "
+        "interval is within this relative half-width (default 0.03)",
+        _positive_float,
+        default=0.03,
+    ),
     Setting("report", "write a JSON report of every result to this path", _string),
     Setting(
         "max_engines",

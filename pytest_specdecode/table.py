@@ -35,6 +35,8 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def _verdict(row: Mapping[str, Any]) -> str:
+    if row.get("inconclusive"):
+        return "inconclusive"
     passed = row.get("passed")
     return "?" if passed is None else ("pass" if passed else "FAIL")
 

@@ -16,6 +16,8 @@ class FakeEngines:
         self.speedup = 2.0
         self.acceptance = 0.8
         self.rng = random.Random(0)
+        self.noise = 0.02  # sd of a round's log time
+        self.rounds = 0  # rounds generated, over all runs
         self.draft_timings = 0
 
     def draft_tpot(self, *args: Any, **kwargs: Any) -> float:
@@ -23,18 +25,25 @@ class FakeEngines:
         self.draft_timings += 1
         return 0.0001
 
-    def __call__(self, pool: Any, baseline: Any, speculative: Any, prompts: Any,
-                 sampling: dict[str, Any], *, trials: int, **_: Any) -> dict[str, Any]:  # fmt: skip
+    def __call__(
+        self, pool: Any, baseline: Any, speculative: Any, prompts: Any,
+        sampling: dict[str, Any], *, trials: int, **kwargs: Any,
+    ) -> dict[str, Any]:  # fmt: skip
         def rnd(elapsed: float) -> dict[str, Any]:
             reqs = [{"token_ids": [1, 2, 3, 4], "text": "abcd", "ttft": 0.01, "tpot": 0.001}]
             return {"elapsed": elapsed, "requests": reqs * len(prompts)}
 
         base, spec, per_round = [], [], []
+        stop = kwargs.get("stop")
         for _ in range(trials):
-            base.append(rnd(1.0 * math.exp(self.rng.gauss(0, 0.02))))
-            spec.append(rnd(1.0 / self.speedup * math.exp(self.rng.gauss(0, 0.02))))
+            self.rounds += 1
+            base.append(rnd(1.0 * math.exp(self.rng.gauss(0, self.noise))))
+            spec.append(rnd(1.0 / self.speedup * math.exp(self.rng.gauss(0, self.noise))))
             accepted = round(400 * min(1.0, self.acceptance + self.rng.gauss(0, 0.01)))
             per_round.append(SpecCounters(100, 400, accepted, [accepted // 4] * 4))
+            ratios = [b["elapsed"] / s["elapsed"] for b, s in zip(base, spec, strict=True)]
+            if stop is not None and len(ratios) >= 3 and stop(ratios):
+                break
         total = SpecCounters(
             sum(c.num_drafts for c in per_round), sum(c.num_draft_tokens for c in per_round),
             sum(c.num_accepted_tokens for c in per_round),

@@ -93,3 +93,13 @@ def test_zero_drafts_says_speculation_never_ran() -> None:
 def test_validate_prompts(prompts: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         validate_prompts(prompts)
+
+
+def test_adaptive_stop_rule() -> None:
+    from pytest_specdecode.measure import adaptive_stop
+
+    decisive = adaptive_stop([1.5], precision=0.03)
+    assert decisive([2.0, 2.02, 1.98])  # interval far above 1.5
+    assert not decisive([1.2, 1.9, 1.5])  # interval contains 1.5
+    precise = adaptive_stop([], precision=0.03)
+    assert precise([2.0, 2.01, 1.99]) and not precise([1.5, 2.5, 2.0])

@@ -218,3 +218,41 @@ def test_theory_figures_in_report(pytester: pytest.Pytester, fake: FakeEngines) 
     pytester.runpytest_inprocess("--specdecode-cost-ratio", "off", "--specdecode-report", "r.json")
     entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
     assert entry["cost_ratio"] is None and entry["efficiency"] is None
+
+
+ADAPTIVE = """
+import pytest
+from pytest_specdecode import assert_speedup
+
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC,
+                        min_speedup=1.5, trials="auto")
+def test_gate_on_marker(specdecode):
+    specdecode.run(["p1"], max_tokens=4)
+"""
+
+
+def test_adaptive_trials_stop_once_decisive(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+    pytester.makepyfile(test_suite=ADAPTIVE)
+    result = pytester.runpytest_inprocess("--specdecode-report", "r.json")
+    result.assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    assert entry["adaptive"] is True and entry["trials"] == 3  # 2.0x against 1.5x: clear at once
+    assert entry["inconclusive"] == ""
+
+
+def test_adaptive_trials_report_inconclusive_not_a_coin_flip(
+    pytester: pytest.Pytester, fake: FakeEngines
+) -> None:
+    fake.speedup, fake.noise = 1.5, 0.3
+    pytester.makepyfile(test_suite=ADAPTIVE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-max-trials", "6", "--specdecode-report", "r.json", "-rs"
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*inconclusive: *cannot be told from the minimum 1.50x*"])
+    entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    assert entry["trials"] == 6 and entry["passed"] is None
+    assert "still contains 1.50x" in entry["inconclusive"]
+    result.stdout.fnmatch_lines(["*test_gate_on_marker*inconclusive*"])
