@@ -99,21 +99,22 @@ class SpecDecode:
             raise ConfigError(
                 f"run(concurrency=...): expected a positive integer, got {concurrency!r}"
             )
-        n_trials = (
+        wanted = (
             self.spec.trials
             if trials is None
             else BY_NAME["trials"].parse(trials, "run(trials=...)")
         )
         stop = None
         thresholds: list[float] = []
-        if n_trials == "auto":
+        if wanted == "auto":
             settings = self._session.settings
             thresholds = [t for t in (self.spec.gates.get("min_speedup"),) if t is not None]
             floor = self._session.speedup_floor(self.spec.nodeid, label)
             if floor is not None:
                 thresholds.append(floor)
             stop = adaptive_stop(thresholds, settings.get("precision"))
-            n_trials = settings.get("max_trials")
+            wanted = settings.get("max_trials")
+        n_trials = int(wanted)
         params: dict[str, Any] = {
             "temperature": float(temperature),
             "max_tokens": max_tokens,
