@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .assertions import (
     assert_acceptance_length,
+    assert_extra_memory,
     assert_acceptance_rate,
     assert_outputs_equivalent,
     assert_speedup,
@@ -43,6 +44,7 @@ __all__ = [
     "SpecDecodeError",
     "assert_acceptance_length",
     "assert_acceptance_rate",
+    "assert_extra_memory",
     "assert_outputs_equivalent",
     "assert_speedup",
 ]

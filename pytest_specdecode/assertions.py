@@ -138,12 +138,27 @@ def assert_outputs_equivalent(
         )
 
 
+def assert_extra_memory(result: Result, max: float) -> None:  # noqa: A002
+    """Fail if the speculative engine holds more than ``max`` GiB beyond the baseline's."""
+    threshold = _check_min("assert_extra_memory(max=...)", max)
+    extra = result.extra_memory_gib
+    if extra is not None and extra > threshold:
+        _fail(
+            result,
+            f"{_where(result)}: speculation costs {extra:.2f} GiB more memory than the "
+            f"baseline, above the maximum {threshold:.2f} GiB (baseline "
+            f"{result.baseline.memory_gib:.2f} GiB, speculative "
+            f"{result.speculative.memory_gib:.2f} GiB)",
+        )
+
+
 #: Marker keyword → the assertion it runs.
 GATES: dict[str, Callable[[Result, float], None]] = {
     "min_speedup": assert_speedup,
     "min_acceptance_rate": assert_acceptance_rate,
     "min_acceptance_length": assert_acceptance_length,
     "min_match_rate": assert_outputs_equivalent,
+    "max_extra_memory_gib": assert_extra_memory,
 }
 
 

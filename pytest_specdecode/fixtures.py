@@ -28,6 +28,7 @@ from .measure import (
     validate_prompts,
 )
 from .result import Result
+from .verdict import judge
 from .session import SpecDecodeSession
 from .settings import BY_NAME
 
@@ -162,6 +163,9 @@ class SpecDecode:
             else (f"#{len(self.results) + 1}" if self.results else ""),
         )
         add_theory(result, self._cost_ratio(prompts, params, concurrency, result))
+        result.verdict, result.verdict_reasons = judge(
+            result, max_extra_memory_gib=self.spec.gates.get("max_extra_memory_gib")
+        )
         if stop is not None:
             result.adaptive = True
             low, high = result.speedup_ci

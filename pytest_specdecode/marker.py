@@ -20,7 +20,8 @@ MARKER = "specdecode"
 MARKER_DOC = (
     "specdecode(category, *, target=None, speculative_config=None, engine_kwargs=None, "
     "trials=None, timeout=None, min_gpus=None, min_speedup=None, min_acceptance_rate=None, "
-    "min_acceptance_length=None, min_match_rate=None): a speculative-decoding test; the "
+    "min_acceptance_length=None, min_match_rate=None, max_extra_memory_gib=None): a "
+    "speculative-decoding test; the "
     "thresholds given are checked against every result the test produces."
 )
 

@@ -15,9 +15,7 @@ from .stats import mean, ratio_interval
 MIN_ADAPTIVE_TRIALS = 3
 
 
-def adaptive_stop(
-    thresholds: Sequence[float], precision: float
-) -> Callable[[list[float]], bool]:
+def adaptive_stop(thresholds: Sequence[float], precision: float) -> Callable[[list[float]], bool]:
     """The adaptive rule: stop once the speedup's 95% interval is decisive against every
     threshold in play (lies wholly above or below it) and, with no threshold, once its
     half-width is within ``precision`` (relative)."""
@@ -29,6 +27,15 @@ def adaptive_stop(
         return (high - low) / 2 <= precision * speedup
 
     return stop
+
+
+def _memory(pool: EnginePool, engine: Engine) -> float | None:
+    pid = getattr(engine, "pid", None)
+    if not pid:
+        return None  # a served deployment: not ours to measure
+    from .memory import engine_memory_gib
+
+    return engine_memory_gib(pid, pool.device.kind)
 
 
 def _figures(rounds: list[dict[str, Any]]) -> EngineFigures:
@@ -126,6 +133,7 @@ def run_paired(
         for _ in range(warmup):
             gen(base)
             gen(spec)
+        memory = {"baseline": _memory(pool, base), "speculative": _memory(pool, spec)}
         before = previous = spec.spec_counters()
         for i in range(trials):
             base_rounds.append(gen(base))
@@ -149,10 +157,12 @@ def run_paired(
         base = pool.acquire(baseline, timeout=timeout)
         for _ in range(warmup):
             gen(base)
+        memory = {"baseline": _memory(pool, base)}
         base_rounds = [gen(base) for _ in range(trials)]
         spec = pool.acquire(speculative, timeout=timeout)
         for _ in range(warmup):
             gen(spec)
+        memory["speculative"] = _memory(pool, spec)
         before = previous = spec.spec_counters()
         for _ in range(trials):
             spec_rounds.append(gen(spec))
@@ -170,6 +180,11 @@ def run_paired(
         "mode": "interleaved" if interleaved else "sequential",
         "memory": placement.memory,
         "engine_info": {**spec.info, "ld_preload": placement.env.get("LD_PRELOAD")},
+        "memory_gib": memory,
+        "kv_cache_tokens": {
+            "baseline": base.info.get("kv_cache_tokens"),
+            "speculative": spec.info.get("kv_cache_tokens"),
+        },
         "other_traffic": getattr(base, "other_traffic", 0) + getattr(spec, "other_traffic", 0),
     }
 
@@ -202,6 +217,10 @@ def build_result(
     speedup, ci = ratio_interval(ratios)
     base = _figures(raw["baseline"])
     spec = _figures(raw["speculative"])
+    memory = raw.get("memory_gib") or {}
+    kv = raw.get("kv_cache_tokens") or {}
+    base.memory_gib, spec.memory_gib = memory.get("baseline"), memory.get("speculative")
+    base.kv_cache_tokens, spec.kv_cache_tokens = kv.get("baseline"), kv.get("speculative")
     match_rate, divergences = compare_outputs(base.token_ids, spec.token_ids)
     k = speculative.num_speculative_tokens
     per_position = counters.acceptance_per_position
@@ -244,6 +263,11 @@ def build_result(
         baseline=base,
         speculative=spec,
         label=label,
+        extra_memory_gib=(
+            None
+            if base.memory_gib is None or spec.memory_gib is None
+            else spec.memory_gib - base.memory_gib
+        ),
     )
 
 

@@ -18,6 +18,8 @@ class EngineFigures:
     generated_tokens: int  # tokens generated per round
     token_ids: list[list[int]]  # per prompt, from the last measured round
     texts: list[str]
+    memory_gib: float | None = None  # process-group RSS (CPU) or GPU memory (NVML)
+    kv_cache_tokens: int | None = None  # KV cache capacity vLLM allocated
 
 
 @dataclass
@@ -107,6 +109,9 @@ class Result:
     predicted_speedup: float | None = None  # Leviathan's bound from alpha, k and cost_ratio
     efficiency: float | None = None  # measured speedup / predicted speedup
     samples: dict[str, list[float]] = field(default_factory=dict)  # per-round figures
+    extra_memory_gib: float | None = None  # speculative engine's memory beyond the baseline's
+    verdict: str = ""  # "worth it", "not worth it" or "inconclusive"
+    verdict_reasons: list[str] = field(default_factory=list)
     adaptive: bool = False  # rounds were added until the interval was decisive
     inconclusive: str = ""  # why an adaptive measurement could not decide, if it could not
     notes: dict[str, Any] = field(default_factory=dict)  # free-form figures a test adds

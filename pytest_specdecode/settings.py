@@ -250,6 +250,7 @@ MARKER_THRESHOLDS: dict[str, tuple[float, float | None]] = {
     "min_acceptance_rate": (0.0, 1.0),
     "min_acceptance_length": (1.0, None),
     "min_match_rate": (0.0, 1.0),
+    "max_extra_memory_gib": (0.0, None),
 }
 MARKER_KEYWORDS = (
     "category",

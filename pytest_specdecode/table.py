@@ -20,6 +20,7 @@ HEADERS = (
     "eff.",
     "match",
     "mode",
+    "verdict",
     "result",
 )
 
@@ -64,6 +65,7 @@ def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
                 _num(r.get("efficiency"), ".2f"),
                 _num(r.get("match_rate"), ".2f"),
                 str(r.get("mode", "")),
+                str(r.get("verdict") or "-"),
                 _verdict(r),
                 _notes(r),
             ]

@@ -156,6 +156,12 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
 
         llm = vllm.LLM(target, **engine_kwargs)
         engine = _Engine(llm)
+        kv_tokens = None
+        try:
+            cache = llm.llm_engine.vllm_config.cache_config
+            kv_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
+        except (AttributeError, TypeError, ValueError):
+            pass
         conn.send(
             (
                 "ready",
@@ -164,6 +170,7 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
                     "start_seconds": time.perf_counter() - start,
                     "vllm_version": getattr(vllm, "__version__", "unknown"),
                     "torch_version": torch.__version__,
+                    "kv_cache_tokens": kv_tokens,
                 },
             )
         )
