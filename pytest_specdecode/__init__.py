@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from .assertions import (
     assert_acceptance_length,
-    assert_extra_memory,
     assert_acceptance_rate,
+    assert_extra_memory,
     assert_outputs_equivalent,
     assert_speedup,
 )

@@ -28,9 +28,9 @@ from .measure import (
     validate_prompts,
 )
 from .result import Result
-from .verdict import judge
 from .session import SpecDecodeSession
 from .settings import BY_NAME
+from .verdict import judge
 
 SESSION_KEY = pytest.StashKey[SpecDecodeSession]()
 
