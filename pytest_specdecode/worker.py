@@ -156,9 +156,9 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
 
         llm = vllm.LLM(target, **engine_kwargs)
         engine = _Engine(llm)
-        kv_tokens = None
+        kv_tokens: int | None = None
         try:
-            cache = llm.llm_engine.vllm_config.cache_config
+            cache: Any = llm.llm_engine.vllm_config.cache_config
             kv_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
         except (AttributeError, TypeError, ValueError):
             pass
