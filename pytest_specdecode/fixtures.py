@@ -23,6 +23,7 @@ from .measure import (
     adaptive_stop,
     add_theory,
     build_result,
+    draft_alone,
     measure_draft_tpot,
     run_paired,
     validate_prompts,
@@ -30,6 +31,7 @@ from .measure import (
 from .result import Result
 from .session import SpecDecodeSession
 from .settings import BY_NAME
+from .sweep import Sweep
 from .verdict import judge
 
 SESSION_KEY = pytest.StashKey[SpecDecodeSession]()
@@ -72,6 +74,7 @@ class SpecDecode:
         seed: int = 0,
         json_schema: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         label: str | None = None,
+        _speculative: EngineConfig | None = None,
         **sampling: Any,
     ) -> Result:
         """Generate ``prompts`` on both engines, ``warmup`` + ``trials`` paired rounds.
@@ -83,6 +86,7 @@ class SpecDecode:
         to ``vllm.SamplingParams`` (``ignore_eos=False`` lets generation stop early).
         """
         __tracebackhide__ = True
+        speculative = _speculative or self.spec.speculative
         prompts = validate_prompts(prompts)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(
@@ -137,7 +141,7 @@ class SpecDecode:
         raw = run_paired(
             self._session.pool,
             self.spec.baseline,
-            self.spec.speculative,
+            speculative,
             prompts,
             params,
             trials=n_trials,
@@ -154,7 +158,7 @@ class SpecDecode:
             nodeid=self.spec.nodeid,
             category=self.spec.category,
             baseline=self.spec.baseline,
-            speculative=self.spec.speculative,
+            speculative=speculative,
             num_prompts=len(prompts),
             sampling=params,
             concurrency=concurrency,
@@ -162,7 +166,7 @@ class SpecDecode:
             if label is not None
             else (f"#{len(self.results) + 1}" if self.results else ""),
         )
-        add_theory(result, self._cost_ratio(prompts, params, concurrency, result))
+        add_theory(result, self._cost_ratio(speculative, prompts, params, concurrency, result))
         result.verdict, result.verdict_reasons = judge(
             result, max_extra_memory_gib=self.spec.gates.get("max_extra_memory_gib")
         )
@@ -207,6 +211,49 @@ class SpecDecode:
         for name, value in figures.items():
             self._node.user_properties.append((f"{prefix}.{name}", value))
 
+    def sweep(
+        self,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        num_speculative_tokens: Sequence[int] | None = None,
+        concurrency: Sequence[int] | None = None,
+        **run_kwargs: Any,
+    ) -> Sweep:
+        """Run the grid of ``num_speculative_tokens`` × ``concurrency``: one result per point.
+
+        Each k is its own speculative engine (started once for all concurrencies); each
+        concurrency sends ``max(len(prompts), c)`` prompts (cycled), ``c`` at a time. The sweep
+        names the best k per concurrency and the crossover: the lowest concurrency at which the
+        best k's 95% interval lies wholly below 1.0.
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts)
+        base_config = self.spec.speculative.speculative_config or {}
+        ks = list(num_speculative_tokens or [self.spec.speculative.num_speculative_tokens])
+        cs = list(concurrency or [len(prompts)])
+        for name, values in (("num_speculative_tokens", ks), ("concurrency", cs)):
+            if not values or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
+            ):
+                raise ConfigError(f"sweep({name}=...): expected positive integers, got {values!r}")
+        sweep = Sweep(self.spec.nodeid)
+        for k in ks:
+            config = EngineConfig.create(
+                self.spec.speculative.target,
+                {**base_config, "num_speculative_tokens": k},
+                self.spec.speculative.engine_kwargs,
+            )
+            for c in cs:
+                batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), c))]
+                result = self.run(
+                    batch, max_tokens=max_tokens, concurrency=c, label=f"k={k} c={c}",
+                    _speculative=config, **run_kwargs,
+                )  # fmt: skip
+                sweep.add(k, c, result)
+        self._session.sweeps.append(sweep)
+        return sweep
+
     def sample_equivalence(
         self,
         prompts: Sequence[Any],
@@ -246,11 +293,15 @@ class SpecDecode:
         return check
 
     def _cost_ratio(
-        self, prompts: list[Any], params: dict[str, Any], concurrency: int | None, result: Result
+        self,
+        spec: EngineConfig,
+        prompts: list[Any],
+        params: dict[str, Any],
+        concurrency: int | None,
+        result: Result,
     ) -> float | None:
         """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
-        measured once per configuration for a draft model, unknown otherwise."""
-        spec = self.spec.speculative
+        measured once per draft model and engine arguments, unknown otherwise."""
         if spec.method in ("ngram", "suffix"):
             return 0.0
         if spec.method != "draft_model" or self._session.served:
@@ -258,13 +309,14 @@ class SpecDecode:
         if self._session.settings.get("cost_ratio") == "off" or not result.baseline.tpot:
             return None
         cache = self._session.draft_tpots
-        if spec.key not in cache:
+        key = draft_alone(spec).key  # type: ignore[union-attr]
+        if key not in cache:
             self._session.progress(f"timing the draft {spec.draft} alone for the cost ratio")
-            cache[spec.key] = measure_draft_tpot(
+            cache[key] = measure_draft_tpot(
                 self._session.pool, spec, prompts, params, keep=[self.spec.baseline],
                 concurrency=concurrency, timeout=self.spec.timeout,
             )  # fmt: skip
-        draft_tpot = cache[spec.key]
+        draft_tpot = cache[key]
         return None if draft_tpot is None else draft_tpot / result.baseline.tpot
 
     def engine(self, which: str) -> Engine:

@@ -34,6 +34,8 @@ class SpecDecodeSession:
     environment_changes: list[str] = field(default_factory=list)
     #: results, verdicts and engine facts received from pytest-xdist workers (controller only)
     remote_results: list[dict[str, Any]] = field(default_factory=list)
+    #: sweeps made with ``specdecode.sweep``
+    sweeps: list[Any] = field(default_factory=list)
     #: distribution checks made with ``specdecode.sample_equivalence``
     distribution_checks: list[Any] = field(default_factory=list)
     #: time per token of each draft model alone, by speculative engine key (cost ratio)
@@ -187,6 +189,8 @@ class SpecDecodeSession:
             "workers": len({r.get("worker") for r in self.remote_results}) or 1,
         }
         data = report.build(self.result_dicts(), self.environment(), session)
+        if self.sweeps:
+            data["sweeps"] = [s.to_dict() for s in self.sweeps]
         if self.distribution_checks:
             data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
         return data

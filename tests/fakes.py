@@ -17,6 +17,7 @@ class FakeEngines:
         self.acceptance = 0.8
         self.rng = random.Random(0)
         self.noise = 0.02  # sd of a round's log time
+        self.speedup_fn: Any = None  # (k, concurrency) -> speedup, for sweeps
         self.rounds = 0  # rounds generated, over all runs
         self.draft_timings = 0
 
@@ -35,10 +36,13 @@ class FakeEngines:
 
         base, spec, per_round = [], [], []
         stop = kwargs.get("stop")
+        speedup = self.speedup
+        if self.speedup_fn is not None:
+            speedup = self.speedup_fn(speculative.num_speculative_tokens, kwargs["concurrency"])
         for _ in range(trials):
             self.rounds += 1
             base.append(rnd(1.0 * math.exp(self.rng.gauss(0, self.noise))))
-            spec.append(rnd(1.0 / self.speedup * math.exp(self.rng.gauss(0, self.noise))))
+            spec.append(rnd(1.0 / speedup * math.exp(self.rng.gauss(0, self.noise))))
             accepted = round(400 * min(1.0, self.acceptance + self.rng.gauss(0, 0.01)))
             per_round.append(SpecCounters(100, 400, accepted, [accepted // 4] * 4))
             ratios = [b["elapsed"] / s["elapsed"] for b, s in zip(base, spec, strict=True)]

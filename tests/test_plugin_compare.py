@@ -256,3 +256,37 @@ def test_adaptive_trials_report_inconclusive_not_a_coin_flip(
     assert entry["trials"] == 6 and entry["passed"] is None
     assert "still contains 1.50x" in entry["inconclusive"]
     result.stdout.fnmatch_lines(["*test_gate_on_marker*inconclusive*"])
+
+
+SWEEP = """
+import pytest
+
+SPEC = {"method": "ngram", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC)
+def test_sweep(specdecode):
+    sweep = specdecode.sweep(["p1", "p2"], max_tokens=4, num_speculative_tokens=[1, 2, 4],
+                             concurrency=[1, 8, 32])
+    assert len(sweep.points) == 9
+    assert sweep.best_k()[1][0] == 4 and sweep.best_k()[32][0] == 1
+    assert sweep.crossover() == 32
+"""
+
+
+def test_sweep_names_best_k_and_crossover(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+    # more k pays at low concurrency, costs at high concurrency; all slower at 32
+    fake.speedup_fn = lambda k, c: {1: 1.2 + 0.2 * k, 8: 1.5 - 0.05 * k, 32: 0.9 - 0.1 * k}[c]
+    pytester.makepyfile(test_suite=SWEEP)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-report", "r.json", "--specdecode-trials", "3"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*test_sweep [[]k=1 c=1]*", "*test_sweep [[]k=4 c=32]*",
+        "sweep *test_sweep: best k per concurrency: c=1: k=4 (2.0*x), c=8: k=1 (1.4*x), "
+        "c=32: k=1 (0.8*x); speedup's interval drops below 1.0 at concurrency 32",
+    ])  # fmt: skip
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["sweeps"][0]["crossover"] == 32
+    assert len(report["results"]) == 9
+    assert {r["verdict"] for r in report["results"]} == {"worth it", "not worth it"}
