@@ -48,6 +48,15 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if regressed else 0
 
 
+def _html(args: argparse.Namespace) -> int:
+    from . import report
+    from .html_report import render_html
+
+    report.atomic_write_text(args.output, render_html(report.load(args.report, "report file")))
+    print(f"wrote {args.output}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_specdecode")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -58,8 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--alpha", type=float, default=ALPHA, help="significance level")
     cmp.add_argument("--strict-environment", action="store_true")
     cmp.add_argument("--format", default="simple", help="tabulate format (github: Markdown)")
+    page = commands.add_parser("html", help="render a saved report as a self-contained HTML page")
+    page.add_argument("report", help="report or saved-run file")
+    page.add_argument("output", help="HTML file to write")
     args = parser.parse_args(argv)
     try:
+        if args.command == "html":
+            return _html(args)
         return _compare(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

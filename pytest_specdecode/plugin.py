@@ -203,6 +203,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 path = state.settings.get(name)
                 if path:
                     report.write(path, state.report())
+            if state.settings.get("html"):
+                from .html_report import render_html
+
+                report.atomic_write_text(state.settings.get("html"), render_html(state.report()))
             if state.settings.get("update_baseline") and not hasattr(session.config, "workerinput"):
                 report.write(state.settings.get("compare"), state.updated_baseline())
     finally:
@@ -223,7 +227,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
         "per paired round (geometric mean); accept rate = accepted / draft tokens"
     )
-    for name in ("report", "save"):
+    for name in ("report", "save", "html"):
         if state.settings.get(name):
             terminalreporter.write_line(f"results written to {state.settings.get(name)}")
     if state.baseline is not None or state.settings.get("update_baseline"):

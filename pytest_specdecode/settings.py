@@ -170,6 +170,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("report", "write a JSON report of every result to this path", _string),
     Setting(
+        "html",
+        "write a self-contained HTML report with charts to this path (needs matplotlib)",
+        _string,
+    ),
+    Setting(
         "max_engines",
         "engines kept resident at once (default 2; 1 runs baseline and speculative one after "
         "the other)",

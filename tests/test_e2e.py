@@ -118,6 +118,8 @@ def suite_run(
                 json.dumps(ENGINE_KWARGS),
                 "--specdecode-trials",
                 "3",
+                "--specdecode-cost-ratio",
+                "off",
                 "--specdecode-report",
                 str(report),
             ],
