@@ -1,0 +1,126 @@
+"""The built-in tiny CPU model pair: a trained target and a one-layer draft sharing a tokenizer.
+
+>>> from pytest_specdecode.tiny import tiny_models
+>>> models = tiny_models()      # pads the target on first use, into a cache folder
+>>> models.target, models.draft  # folders vLLM can load (tokenizer included)
+
+The committed weights (``weights/target`` and ``weights/draft``) are small. On first use the
+target is copied with zero-residual layers appended (see :func:`~.build.pad_llama`) up to
+:data:`TARGET_LAYERS` layers: it computes the same tokens, at a cost per step that gives
+speculative decoding something to save on a CPU. See ``MODEL_CARD.md``.
+
+This module imports neither torch nor transformers until a model has to be built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["TARGET_LAYERS", "WEIGHTS_DIR", "TinyModels", "cache_root", "tiny_models"]
+
+#: Decoder layers of the padded target (the trained layers plus zero-residual ones).
+TARGET_LAYERS = 24
+
+#: Where the committed (unpadded) weights live.
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+
+_CACHE_ENV = "PYTEST_SPECDECODE_CACHE"
+
+
+@dataclass(frozen=True)
+class TinyModels:
+    """Folders of the tiny model pair, each loadable by vLLM and Hugging Face."""
+
+    #: The padded target (:data:`TARGET_LAYERS` layers; same outputs as ``target_unpadded``).
+    target: Path
+    #: The one-layer draft model.
+    draft: Path
+    #: The trained target without padding (cheap; same next-token function as ``target``).
+    target_unpadded: Path
+
+
+def weights_hash() -> str:
+    """A short hash of the committed weights and the padding depth (names the cache folder)."""
+    h = hashlib.sha256(f"layers={TARGET_LAYERS}".encode())
+    for sub in ("target", "draft"):
+        for f in sorted((WEIGHTS_DIR / sub).iterdir()):
+            if f.is_file():
+                h.update(f"{sub}/{f.name}".encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    """``$PYTEST_SPECDECODE_CACHE``, else ``~/.cache/pytest-specdecode``."""
+    env = os.environ.get(_CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pytest-specdecode"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (advisory; a no-op where ``fcntl`` is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+
+
+def _build_target(dst: Path) -> None:
+    """Pad the committed target into ``dst`` atomically (safe across processes)."""
+    from pytest_specdecode.tiny.build import pad_llama
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(dst.parent / f".{dst.name}.lock"):
+        if _complete(dst):
+            return
+        work = Path(tempfile.mkdtemp(prefix=f".{dst.name}-", dir=dst.parent))
+        try:
+            built = pad_llama(WEIGHTS_DIR / "target", work / dst.name, TARGET_LAYERS)
+            if dst.exists():  # a stale, incomplete folder from an interrupted run
+                shutil.rmtree(dst, ignore_errors=True)
+            try:
+                os.rename(built, dst)
+            except OSError:
+                if not _complete(dst):  # someone else finished first, or a real failure
+                    raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def tiny_models(cache_dir: Path | None = None) -> TinyModels:
+    """The tiny pair, building the padded target on first use.
+
+    ``cache_dir`` is the root of the cache (default :func:`cache_root`); the padded target goes
+    to ``<root>/tiny-<hash>/target``, where the hash covers the committed weights and
+    :data:`TARGET_LAYERS`, so a change of either builds afresh.
+    """
+    if not (WEIGHTS_DIR / "target" / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"tiny model weights are missing from {WEIGHTS_DIR}; "
+            "run `python -m pytest_specdecode.tiny.train` to create them"
+        )
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
+    target = root / f"tiny-{weights_hash()}" / "target"
+    if not _complete(target):
+        _build_target(target)
+    return TinyModels(
+        target=target, draft=WEIGHTS_DIR / "draft", target_unpadded=WEIGHTS_DIR / "target"
+    )
