@@ -68,11 +68,22 @@ def place(config: EngineConfig, device: Device, max_engines: int) -> Placement:
             kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
             memory = f"kv_cache_memory_bytes={CPU_KV_CACHE_BYTES // 2**20} MiB"
         # Both engines get it, so that they differ only in speculative_config.
-        iomp = find_iomp()
-        preload = os.environ.get("LD_PRELOAD", "")
-        if iomp and "libiomp5" not in preload:
-            env["LD_PRELOAD"] = f"{iomp}:{preload}" if preload else iomp
+        preload = openmp_preload(os.environ.get("LD_PRELOAD", ""), find_iomp())
+        if preload is not None:
+            env["LD_PRELOAD"] = preload
     return Placement(kwargs, memory, env)
+
+
+#: Library names by which vLLM for CPU recognises an OpenMP runtime in ``LD_PRELOAD``.
+_OPENMP_RUNTIMES = ("libiomp", "libomp", "libgomp")
+
+
+def openmp_preload(preload: str, iomp: str | None) -> str | None:
+    """``LD_PRELOAD`` for a CPU engine: Intel OpenMP first, unless one runtime is preloaded
+    already (vLLM refuses two, e.g. a user's ``libgomp`` beside ``libiomp5``); None: unchanged."""
+    if iomp is None or any(name in preload for name in _OPENMP_RUNTIMES):
+        return None
+    return f"{iomp}:{preload}" if preload else iomp
 
 
 @contextmanager
