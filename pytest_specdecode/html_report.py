@@ -82,12 +82,14 @@ def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
     for r in results:
         per_pos = r.get("acceptance_per_position") or []
         if per_pos:
-            ax.plot(range(1, len(per_pos) + 1), per_pos, marker="o", label=_label(r))
+            label = f"{r['category']}: {_label(r)}"
+            ax.plot(range(1, len(per_pos) + 1), per_pos, marker="o", label=label)
     ax.set_xlabel("speculative position")
     ax.set_ylabel("share of drafts accepted")
     ax.set_ylim(0, 1.05)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title("Acceptance per position")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside, not over
     return _svg(fig)
 
 
@@ -109,6 +111,8 @@ def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
         ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
         if log:
             ax.set_xscale("log", base=2)
+        else:
+            ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("speedup")
         ax.set_title(f"{str(sweep['nodeid']).rsplit('::', 1)[-1]}: speedup against {xlabel}")
