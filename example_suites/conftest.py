@@ -87,11 +87,22 @@ def _parse_gates(values: list[str]) -> dict[str, dict[str, float]]:
         try:
             key, number = value.split("=", 1)
             category, name = key.split(".", 1)
-            gates.setdefault(category, {})[name] = float(number)
+            parsed = float(number)
         except ValueError:
             raise pytest.UsageError(
                 f"--gate {value!r}: expected CATEGORY.NAME=VALUE, e.g. structured.min_speedup=1.3"
             ) from None
+        if category not in gates:
+            raise pytest.UsageError(
+                f"--gate {value!r}: unknown category {category!r}; "
+                f"known: {', '.join(sorted(gates))}"
+            )
+        if name not in gates[category]:
+            raise pytest.UsageError(
+                f"--gate {value!r}: {category} has no gate {name!r}; "
+                f"its gates: {', '.join(sorted(gates[category]))}"
+            )
+        gates[category][name] = parsed
     return gates
 
 

@@ -36,13 +36,22 @@ def test_suites_collect_with_a_user_target() -> None:
     assert "test_json_extraction" in out.stdout and "test_summary_ngram" in out.stdout
 
 
-def test_bad_gate_override_is_a_usage_error() -> None:
+@pytest.mark.parametrize(
+    ("gate", "message"),
+    [
+        ("structured=2", "expected CATEGORY.NAME=VALUE"),
+        ("structured.min_speedup=fast", "expected CATEGORY.NAME=VALUE"),
+        ("structed.min_speedup=2", "unknown category 'structed'; known: concurrency, creative"),
+        ("structured.min_sped=2", "structured has no gate 'min_sped'; its gates: "),
+    ],
+)
+def test_bad_gate_override_is_a_usage_error(gate: str, message: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(SUITES),
          "--specdecode-target", "org/target", "--specdecode-speculative-config",
-         '{"method": "ngram", "num_speculative_tokens": 3}', "--gate", "structured=2",
+         '{"method": "ngram", "num_speculative_tokens": 3}', "--gate", gate,
          "-k", "test_json_extraction"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert out.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "expected CATEGORY.NAME=VALUE" in out.stderr
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR, out.stdout + out.stderr
+    assert message in out.stderr
