@@ -33,6 +33,10 @@ def test_long(specdecode):
 """
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_kills_every_engine_process(tmp_path: Path) -> None:
     pair = build_pair(tmp_path / "pair")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -46,6 +50,9 @@ def test_ctrl_c_kills_every_engine_process(tmp_path: Path) -> None:
             "--specdecode-engine-kwargs", json.dumps(ENGINE_KWARGS),
         ],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # A shell without job control starts background jobs with SIGINT ignored, and Python
+        # then installs no KeyboardInterrupt handler: give the run a terminal's Ctrl-C.
+        preexec_fn=_default_sigint,
     )  # fmt: skip
     assert proc.stdout is not None
     lines = []
