@@ -31,7 +31,7 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
         "ngram_min_acceptance_rate": 0.15,
     },
     "concurrency": {"min_speedup": 1.1, "min_acceptance_rate": 0.45},
-    "long_context": {"min_speedup": 1.1, "min_acceptance_rate": 0.45},
+    "long_context": {"min_speedup": 1.1, "min_acceptance_rate": 0.45, "max_long_to_short": 1.0},
 }
 
 #: Engine settings for the tiny models (eager mode starts in seconds on a CPU).

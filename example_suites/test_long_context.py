@@ -1,10 +1,11 @@
-"""Long prompts: the same record requests asked alone and behind several paragraphs of prose.
+"""Long prompts: the same record requests asked alone and behind ~1,800 tokens of prose.
 
-Two forces pull apart: prefilling the long context (which speculation does not speed up) dilutes
-the gain, while each verify step reads the long KV cache once for k+1 tokens instead of once
-per token. Which wins depends on the hardware and the model: on big models on GPUs acceptance
-and the speedup tend to fall with context; on the tiny CPU models attention over the context
-dominates each step and speculation saves more. The two rows side by side show which it is.
+Speculation speeds up decoding only. Prefilling a long prompt costs the same with or without it
+(the draft model prefills it too), so the longer the prompt against the answer, the smaller the
+share of the time speculation can touch; a draft trained on shorter inputs also agrees less
+often far into a long one. Each verify step reads the long KV cache once for k+1 tokens, which
+pulls the other way: on the tiny CPU models the gain holds behind ~700 tokens and falls behind
+~1,800 (most of their 2,048-token window). The two rows side by side show it for your models.
 """
 
 import pytest
@@ -18,9 +19,15 @@ SHORT = [p.rsplit("\n\n", 1)[1] for p in LONG]  # the record request alone
 
 @pytest.mark.specdecode("long_context")
 def test_long_prompt_extraction(specdecode, gates):  # type: ignore[no-untyped-def]
-    short = specdecode.run(SHORT, max_tokens=24, label="short prompt")
-    long = specdecode.run(LONG, max_tokens=24, label="long prompt")
+    short = specdecode.run(SHORT, max_tokens=24, concurrency=1, trials=8, label="short prompt")
+    long = specdecode.run(LONG, max_tokens=24, concurrency=1, trials=8, label="long prompt")
     for result in (short, long):
         assert_speedup(result, min=gates["min_speedup"])
         assert_acceptance_rate(result, min=gates["min_acceptance_rate"])
-    long.notes["vs short"] = f"{long.speedup / short.speedup:.2f}x the short-prompt speedup"
+    ratio = long.speedup / short.speedup
+    long.notes["vs short"] = f"{ratio:.2f}x the short-prompt speedup"
+    assert ratio <= gates["max_long_to_short"], (
+        f"expected the gain to shrink behind a long prompt: {long.speedup:.2f}x against "
+        f"{short.speedup:.2f}x on the requests alone ({ratio:.2f}, gate "
+        f"long_context.max_long_to_short={gates['max_long_to_short']})"
+    )

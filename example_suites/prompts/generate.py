@@ -14,12 +14,19 @@ from pytest_specdecode.tiny import corpus
 
 HERE = Path(__file__).parent
 COUNTS = {"structured": 8, "creative": 8, "summarization": 8, "long_context": 4}
+#: Prose before each long-context request: about 1,800 tokens, most of the tiny models'
+#: 2,048-token window (their training documents stop at about 900).
+LONG_CONTEXT_WORDS = 1000
 
 
 def main() -> None:
     for category, n in COUNTS.items():
         lines = []
-        for i, prompt in enumerate(corpus.prompts(category, n, seed=0)):
+        if category == "long_context":
+            prompts = corpus.long_context_prompts(n, LONG_CONTEXT_WORDS, seed=0)
+        else:
+            prompts = corpus.prompts(category, n, seed=0)
+        for i, prompt in enumerate(prompts):
             item: dict[str, object] = {
                 "id": f"{category}-{i}",
                 "category": category,

@@ -385,6 +385,13 @@ def examples(category: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     return [_EXAMPLES[category](rng) for _ in range(n)]
 
 
+def long_context_prompts(n: int, words: int, seed: int = 0) -> list[str]:
+    """``n`` held-out long-context prompts with about ``words`` words of prose before the
+    request (the training documents have 280-400)."""
+    rng = random.Random(f"heldout/long_context/{seed}")
+    return [long_context_example(rng, words)[0] for _ in range(n)]
+
+
 def prompts(category: str, n: int, seed: int = 0) -> list[str]:
     """``n`` held-out prompts of a category (``structured``, ``creative``, ``summarization``,
     ``long_context``), as a user would send them: a structured prompt ends where its JSON begins.
