@@ -19,14 +19,17 @@ COUNTS = {"structured": 8, "creative": 8, "summarization": 8, "long_context": 4}
 LONG_CONTEXT_WORDS = 1000
 
 
+def category_prompts(category: str) -> list[str]:
+    """The prompts written to ``CATEGORY.jsonl``."""
+    if category == "long_context":
+        return corpus.long_context_prompts(COUNTS[category], LONG_CONTEXT_WORDS, seed=0)
+    return corpus.prompts(category, COUNTS[category], seed=0)
+
+
 def main() -> None:
     for category, n in COUNTS.items():
         lines = []
-        if category == "long_context":
-            prompts = corpus.long_context_prompts(n, LONG_CONTEXT_WORDS, seed=0)
-        else:
-            prompts = corpus.prompts(category, n, seed=0)
-        for i, prompt in enumerate(prompts):
+        for i, prompt in enumerate(category_prompts(category)):
             item: dict[str, object] = {
                 "id": f"{category}-{i}",
                 "category": category,

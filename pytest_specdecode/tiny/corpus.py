@@ -373,6 +373,11 @@ _EXAMPLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
 TRAINING_MIX = {"structured": 0.6, "creative": 0.18, "summarization": 0.18, "long_context": 0.04}
 
 
+def _heldout_rng(category: str, seed: int) -> random.Random:
+    """The held-out random stream of a category (the training corpus never draws from it)."""
+    return random.Random(f"heldout/{category}/{seed}")
+
+
 def examples(category: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     """``n`` held-out (prompt, reference completion) pairs of a category.
 
@@ -381,14 +386,14 @@ def examples(category: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     """
     if category not in _EXAMPLES:
         raise ValueError(f"unknown category {category!r}; expected one of {CATEGORIES}")
-    rng = random.Random(f"heldout/{category}/{seed}")
+    rng = _heldout_rng(category, seed)
     return [_EXAMPLES[category](rng) for _ in range(n)]
 
 
 def long_context_prompts(n: int, words: int, seed: int = 0) -> list[str]:
     """``n`` held-out long-context prompts with about ``words`` words of prose before the
     request (the training documents have 280-400)."""
-    rng = random.Random(f"heldout/long_context/{seed}")
+    rng = _heldout_rng("long_context", seed)
     return [long_context_example(rng, words)[0] for _ in range(n)]
 
 
