@@ -53,6 +53,10 @@ def _label(result: Mapping[str, Any]) -> str:
     return f"{name} [{result['label']}]" if result.get("label") else name
 
 
+def _category_label(result: Mapping[str, Any]) -> str:
+    return f"{result['category']}: {_label(result)}"
+
+
 def speedup_chart(results: list[Mapping[str, Any]]) -> str:
     """Speedup per result with its 95% interval, grouped and coloured by category."""
     plt = _pyplot()
@@ -69,7 +73,7 @@ def speedup_chart(results: list[Mapping[str, Any]]) -> str:
             color=colours[str(r["category"])], capsize=4,
         )  # fmt: skip
     ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
-    ax.set_yticks(range(len(ordered)), [f"{r['category']}: {_label(r)}" for r in ordered])
+    ax.set_yticks(range(len(ordered)), [_category_label(r) for r in ordered])
     ax.set_xlabel("speedup (baseline time / speculative time), 95% interval")
     ax.set_title("Speedup by category")
     return _svg(fig)
@@ -82,8 +86,7 @@ def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
     for r in results:
         per_pos = r.get("acceptance_per_position") or []
         if per_pos:
-            label = f"{r['category']}: {_label(r)}"
-            ax.plot(range(1, len(per_pos) + 1), per_pos, marker="o", label=label)
+            ax.plot(range(1, len(per_pos) + 1), per_pos, marker="o", label=_category_label(r))
     ax.set_xlabel("speculative position")
     ax.set_ylabel("share of drafts accepted")
     ax.set_ylim(0, 1.05)
