@@ -1,6 +1,6 @@
 """Benchmark of the harness itself; prints figures (no pass/fail).
 
-    python benchmarks/harness.py            # all three parts, on the tiny random CPU pair
+    python benchmarks/harness.py            # all three parts
     python benchmarks/harness.py overhead   # or one part: overhead, alarms, suite
 
 All parts run on the built-in tiny models (``pytest_specdecode.tiny``).
