@@ -15,8 +15,8 @@ does not either. Improvements are reported the same way, mirrored.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError
@@ -84,10 +84,84 @@ def parse_tolerances(text: str, source: str = "--specdecode-compare-fail") -> li
     return result
 
 
+@dataclass(frozen=True)
+class ResultKey:
+    """How results are matched across runs: the test's node id and the label of its extra runs.
+
+    Node ids are relative to pytest's rootdir, which moves with the paths on the command line
+    (``--specdecode-compare ../b.json`` adds ``..`` to them), so two keys of the same test and
+    label also match when one's file path ends with the other's, folder by folder.
+    """
+
+    nodeid: str
+    label: str = ""
+
+    @classmethod
+    def of(cls, result: Mapping[str, Any]) -> ResultKey:
+        return cls(str(result["nodeid"]), str(result.get("label") or ""))
+
+    def __str__(self) -> str:
+        return f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
+
+    @property
+    def _path(self) -> tuple[str, ...]:
+        path = self.nodeid.partition("::")[0].replace("\\", "/")
+        return tuple(p for p in path.split("/") if p and p != ".")
+
+    @property
+    def _test(self) -> tuple[str, str]:
+        return self.nodeid.partition("::")[2], self.label
+
+    def same_test(self, other: ResultKey) -> bool:
+        """Equal, or equal but for a leading folder prefix of one file path."""
+        if self == other:
+            return True
+        if self._test != other._test:
+            return False
+        a, b = self._path, other._path
+        short, long = (a, b) if len(a) <= len(b) else (b, a)
+        return bool(short) and long[len(long) - len(short) :] == short
+
+
 def result_key(result: Mapping[str, Any]) -> str:
-    """How results are matched across runs: node id, plus the label of a test's extra runs."""
-    label = result.get("label") or ""
-    return f"{result['nodeid']}[{label}]" if label else str(result["nodeid"])
+    """A result's key as text: ``nodeid`` or ``nodeid[label]``."""
+    return str(ResultKey.of(result))
+
+
+@dataclass(frozen=True)
+class Matching:
+    """Each new result paired with its stored counterpart (None: new), and the stored results
+    that no new result matched (missing)."""
+
+    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]
+    missing: list[Mapping[str, Any]] = field(default_factory=list)
+
+    @property
+    def nothing_matched(self) -> bool:
+        """Both sides hold results and not one pair matched: the comparison is off (test ids
+        renamed, or another rootdir), not a pass."""
+        return bool(self.pairs) and bool(self.missing) and all(s is None for _, s in self.pairs)
+
+
+class StoredResults:
+    """A baseline's results, looked up by :class:`ResultKey` (exactly, else by
+    :meth:`ResultKey.same_test` when exactly one stored result fits)."""
+
+    def __init__(self, results: Iterable[Mapping[str, Any]]) -> None:
+        self.results = list(results)
+        self._exact = {ResultKey.of(r): r for r in self.results}
+
+    def find(self, key: ResultKey) -> Mapping[str, Any] | None:
+        exact = self._exact.get(key)
+        if exact is not None:
+            return exact
+        fits = [r for k, r in self._exact.items() if k.same_test(key)]
+        return fits[0] if len(fits) == 1 else None
+
+    def match(self, new: Sequence[Mapping[str, Any]]) -> Matching:
+        pairs = [(r, self.find(ResultKey.of(r))) for r in new]
+        used = {id(s) for _, s in pairs if s is not None}
+        return Matching(pairs, [r for r in self.results if id(r) not in used])
 
 
 def value_of(result: Mapping[str, Any], figure: str) -> float | None:
@@ -118,6 +192,7 @@ class Verdict:
     new: float | None = None
     p_value: float | None = None
     tolerance: str = ""
+    nodeid: str = ""  # the test the verdict belongs to (routes it to that test's report)
 
     @property
     def change(self) -> float | None:
@@ -163,7 +238,9 @@ def compare_one(
 ) -> Verdict:
     """Apply the two-gate rule to one figure of one test."""
     figure = tolerance.figure
-    verdict = Verdict(result_key(new), figure, "unchanged", tolerance=str(tolerance))
+    verdict = Verdict(
+        result_key(new), figure, "unchanged", tolerance=str(tolerance), nodeid=str(new["nodeid"])
+    )
     verdict.old, verdict.new = value_of(old, figure), value_of(new, figure)
     if verdict.old is None or verdict.new is None:
         return verdict
@@ -185,16 +262,21 @@ def compare_runs(
     alpha: float = ALPHA,
 ) -> list[Verdict]:
     """Verdicts for every figure of every test in ``new``, plus new and missing tests."""
-    old_by_key = {result_key(r): r for r in old}
-    new_by_key = {result_key(r): r for r in new}
+    return verdicts_for(StoredResults(old).match(list(new)), tolerances, alpha)
+
+
+def verdicts_for(
+    matching: Matching, tolerances: list[Tolerance], alpha: float = ALPHA
+) -> list[Verdict]:
+    """The verdicts of a :class:`Matching`: every figure of each matched result, one "new"
+    per unmatched result, one "missing" per stored result nothing matched."""
     verdicts = []
-    for key, result in new_by_key.items():
-        stored = old_by_key.get(key)
+    for result, stored in matching.pairs:
         if stored is None:
-            verdicts.append(Verdict(key, "", "new"))
+            verdicts.append(Verdict(result_key(result), "", "new", nodeid=str(result["nodeid"])))
             continue
         verdicts.extend(compare_one(stored, result, t, alpha) for t in tolerances)
-    verdicts.extend(Verdict(k, "", "missing") for k in old_by_key if k not in new_by_key)
+    verdicts.extend(Verdict(result_key(r), "", "missing") for r in matching.missing)
     return verdicts
 
 

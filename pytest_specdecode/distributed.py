@@ -7,6 +7,7 @@ pytest processes initialises CUDA. Results travel back on the test reports.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -34,6 +35,14 @@ def check_worker_count(workers: int, groups: list[str], gpus: int, per_worker: i
             f"NVML sees {gpus} (room for {len(groups)} worker(s)); use -n {len(groups) or 1}, "
             "-n auto, or a smaller --specdecode-gpus-per-worker"
         )
+
+
+def to_wire(value: Any) -> Any:
+    """``value`` as plain JSON types (dict, list, str, int, float, bool, None): what crosses
+    from a worker to the controller. Subclasses of str and the like (``torch.__version__`` is
+    a ``TorchVersion``) become their base type, which execnet can serialise; anything else
+    becomes its ``str``."""
+    return json.loads(json.dumps(value, default=str))
 
 
 class XdistController:

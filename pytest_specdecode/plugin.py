@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 import pytest
 
 from .assertions import check_gates
-from .distributed import WORKERINPUT_KEY, XdistController, check_worker_count
+from .compare import Matching, result_key
+from .distributed import WORKERINPUT_KEY, XdistController, check_worker_count, to_wire
 from .errors import ConfigError, InconclusiveError
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
@@ -176,41 +177,80 @@ def pytest_runtest_makereport(
         for result in results:
             result.passed = None if report.skipped else report.passed
         if results and hasattr(item.config, "workerinput"):
-            # pytest-xdist worker: the results travel to the controller with the report
+            # pytest-xdist worker: the results travel to the controller with the report, as
+            # plain JSON types (execnet cannot serialise anything else)
             worker = item.config.workerinput.get("workerid")
             extra = {
                 "specdecode_results": [{**r.to_dict(), "worker": worker} for r in results],
-                "specdecode_verdicts": [
-                    vars(v) for v in state.verdicts if v.key.split("[")[0] == item.nodeid
-                ],
+                "specdecode_verdicts": [vars(v) for v in state.verdicts if v.nodeid == item.nodeid],
                 "specdecode_engine_info": dict(state.engine_info),
             }
-            report.__dict__.update(extra)
+            report.__dict__.update(to_wire(extra))
     return report
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
     if state is None:
         return
     try:
+        if hasattr(session.config, "workerinput"):
+            return  # pytest-xdist worker: the controller writes every file
         if state.results or state.remote_results:
-            if hasattr(session.config, "workerinput"):
-                return  # pytest-xdist worker: the controller writes every file
-            from . import report
-
-            for name in ("report", "save"):
-                path = state.settings.get(name)
-                if path:
-                    report.write(path, state.report())
-            if state.settings.get("html"):
-                from .html_report import render_html
-
-                report.atomic_write_text(state.settings.get("html"), render_html(state.report()))
-            if state.settings.get("update_baseline") and not hasattr(session.config, "workerinput"):
-                report.write(state.settings.get("compare"), state.updated_baseline())
+            _write_outputs(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        matching = state.matching()
+        if matching is not None and matching.nothing_matched:
+            state.output_errors.append(_nothing_matched(state, matching))
+        if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     finally:
         state.close()
+
+
+def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
+    """Write every requested file; one that fails is reported and does not stop the others."""
+    from . import report
+
+    data = state.report()
+    writers: list[tuple[str, str, Callable[[str], None]]] = []
+    for name in ("report", "save"):
+        if state.settings.get(name):
+            writers.append((name, state.settings.get(name), lambda p: report.write(p, data)))
+    if state.settings.get("html"):
+
+        def html(path: str) -> None:
+            from .html_report import render_html
+
+            report.atomic_write_text(path, render_html(data))
+
+        writers.append(("html", state.settings.get("html"), html))
+    if state.settings.get("update_baseline"):
+        if interrupted:
+            state.output_errors.append(
+                f"baseline {state.settings.get('compare')} NOT updated: the run was interrupted"
+            )
+        else:
+            baseline = state.updated_baseline()
+            writers.append(
+                ("baseline", state.settings.get("compare"), lambda p: report.write(p, baseline))
+            )
+    for name, path, write in writers:
+        try:
+            write(path)
+        except Exception as exc:  # noqa: BLE001 - every file gets its chance; shown in the summary
+            state.output_errors.append(f"{name} {path} could not be written: {exc}")
+        else:
+            state.written.append((name, path))
+
+
+def _nothing_matched(state: SpecDecodeSession, matching: Matching) -> str:
+    new = result_key(matching.pairs[0][0])
+    stored = result_key(matching.missing[0])
+    return (
+        f"no result of this run matched the baseline {state.settings.get('compare')}: e.g. this "
+        f"run's {new!r} against the stored {stored!r}. The tests were renamed or pytest's rootdir "
+        "differs from the saving run's; nothing was compared"
+    )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -227,9 +267,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
         "per paired round (geometric mean); accept rate = accepted / draft tokens"
     )
-    for name in ("report", "save", "html"):
-        if state.settings.get(name):
-            terminalreporter.write_line(f"results written to {state.settings.get(name)}")
+    for name, path in state.written:
+        what = "baseline updated" if name == "baseline" else "results written to"
+        terminalreporter.write_line(f"{what} {path}" if name != "baseline" else f"{what}: {path}")
+    for error in state.output_errors:
+        terminalreporter.write_line(f"ERROR: {error}", red=True, bold=True)
     if state.baseline is not None or state.settings.get("update_baseline"):
         _comparison_summary(terminalreporter, state)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -261,8 +303,6 @@ def _comparison_summary(
             "some figures improved beyond the tolerance: refresh the baseline with "
             "--specdecode-update-baseline"
         )
-    if state.settings.get("update_baseline"):
-        terminalreporter.write_line(f"baseline updated: {state.settings.get('compare')}")
 
 
 def _github_summary(path: str, state: SpecDecodeSession) -> None:

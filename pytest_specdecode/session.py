@@ -9,13 +9,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compare import Verdict, compare_one, environment_differences, parse_tolerances, result_key
+from .compare import (
+    Matching,
+    ResultKey,
+    StoredResults,
+    Verdict,
+    compare_one,
+    environment_differences,
+    parse_tolerances,
+    result_key,
+)
 from .engine import EnginePool
 from .environment import collect
 from .errors import ConfigError
 from .marker import TestSpec
 from .result import Result
-from .settings import GlobalSettings
+from .settings import BY_NAME, GlobalSettings
 
 
 @dataclass
@@ -40,6 +49,10 @@ class SpecDecodeSession:
     distribution_checks: list[Any] = field(default_factory=list)
     #: time per token of each draft model alone, by speculative engine key (cost ratio)
     draft_tpots: dict[str, float | None] = field(default_factory=dict)
+    #: output files that could not be written at the end of the session (shown in the summary)
+    output_errors: list[str] = field(default_factory=list)
+    #: (what, path) of every file written at the end of the session
+    written: list[tuple[str, str]] = field(default_factory=list)
     _environment: dict[str, Any] | None = None
     _pool: EnginePool | None = None
 
@@ -54,6 +67,7 @@ class SpecDecodeSession:
         self.tolerances = parse_tolerances(
             self.settings.get("compare_fail"), self.settings.source("compare_fail")
         )
+        check_outputs(self.settings)
         path = self.settings.get("compare")
         if path is None:
             if self.settings.get("update_baseline"):
@@ -67,7 +81,7 @@ class SpecDecodeSession:
         from . import report
 
         self.baseline = report.load(path, "baseline file")
-        self._stored = {result_key(r): r for r in self.baseline["results"]}
+        self._stored = StoredResults(self.baseline["results"])
 
     @property
     def served(self) -> bool:
@@ -135,9 +149,9 @@ class SpecDecodeSession:
         failures = []
         for result in self.results_for(nodeid):
             new = result.to_dict(with_outputs=False)
-            stored = self._stored.get(result_key(new))
+            stored = self._stored.find(ResultKey.of(new))
             if stored is None:
-                self.verdicts.append(Verdict(result_key(new), "", "new"))
+                self.verdicts.append(Verdict(result_key(new), "", "new", nodeid=nodeid))
                 continue
             changes = environment_differences(
                 self.baseline.get("environment", {}), self.environment()
@@ -165,18 +179,22 @@ class SpecDecodeSession:
         """The stored speedup less its tolerance, when comparing with a baseline."""
         if self.baseline is None:
             return None
-        stored = self._stored.get(f"{nodeid}[{label}]" if label else nodeid)
+        stored = self._stored.find(ResultKey(nodeid, label or ""))
         tolerance = next((t for t in self.tolerances if t.figure == "speedup"), None)
         if stored is None or tolerance is None:
             return None
         return tolerance.floor(float(stored["speedup"]))
 
+    def matching(self) -> Matching | None:
+        """Every result of the session against the baseline (None without a baseline)."""
+        if self.baseline is None:
+            return None
+        return self._stored.match(self.result_dicts(with_outputs=False))
+
     def missing(self) -> list[str]:
         """Baseline entries this run did not produce."""
-        if self.baseline is None:
-            return []
-        seen = {result_key(r) for r in self.result_dicts(with_outputs=False)}
-        return [k for k in self._stored if k not in seen]
+        matching = self.matching()
+        return [] if matching is None else [result_key(r) for r in matching.missing]
 
     def report(self) -> dict[str, Any]:
         from . import report
@@ -200,11 +218,12 @@ class SpecDecodeSession:
         from . import report
 
         fresh = self.report()
-        kept = []
-        if self.baseline is not None:
-            ran = {result_key(r) for r in fresh["results"]}
-            kept = [r for r in self.baseline["results"] if result_key(r) not in ran]
-        return report.build(kept + fresh["results"], fresh["environment"], fresh["session"])
+        kept = (
+            StoredResults(self.baseline["results"] if self.baseline else [])
+            .match(fresh["results"])
+            .missing
+        )
+        return report.build(list(kept) + fresh["results"], fresh["environment"], fresh["session"])
 
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
@@ -215,3 +234,41 @@ def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
                 k: v for k, v in trimmed[side].items() if k not in ("token_ids", "texts")
             }
     return trimmed
+
+
+#: Output settings: (setting, what the file is).
+OUTPUTS = (("report", "report"), ("save", "saved run"), ("html", "HTML report"))
+
+
+def check_outputs(settings: GlobalSettings) -> None:
+    """Before anything runs: every output path can be written, no two outputs share a path,
+    none overwrites the baseline being compared, and the HTML report's matplotlib is there."""
+    from .outputs import check_writable, same_file
+
+    paths = [(name, settings.get(name)) for name, _ in OUTPUTS if settings.get(name)]
+    for name, path in paths:
+        check_writable(path, f"{BY_NAME[name].option} (from {settings.source(name)})")
+    compare = settings.get("compare")
+    if compare and settings.get("update_baseline"):
+        check_writable(compare, "--specdecode-compare (updated by --specdecode-update-baseline)")
+    for i, (name, path) in enumerate(paths):
+        for other, other_path in paths[i + 1 :]:
+            if same_file(path, other_path):
+                raise ConfigError(
+                    f"{BY_NAME[name].option} and {BY_NAME[other].option} name the same file "
+                    f"{path!r}; give each output its own path"
+                )
+        if compare and same_file(path, compare):
+            raise ConfigError(
+                f"{BY_NAME[name].option} {path!r} is the baseline given to --specdecode-compare: "
+                "writing it would replace the stored figures with this run's. Save elsewhere, "
+                "or refresh the baseline on purpose with --specdecode-update-baseline"
+            )
+    if settings.get("html"):
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ConfigError(
+                f"--specdecode-html (from {settings.source('html')}) needs matplotlib for its "
+                "charts: pip install 'pytest-specdecode[html]' (or matplotlib)"
+            )
