@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from .measure import (
     adaptive_stop,
     add_theory,
     build_result,
+    check_lengths,
     draft_alone,
     measure_draft_tpot,
     run_paired,
@@ -87,7 +88,7 @@ class SpecDecode:
         """
         __tracebackhide__ = True
         speculative = _speculative or self.spec.speculative
-        prompts = validate_prompts(prompts)
+        prompts = validate_prompts(prompts, "run")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(
                 f"run(max_tokens=...): expected a positive integer, got {max_tokens!r}"
@@ -104,6 +105,10 @@ class SpecDecode:
             raise ConfigError(
                 f"run(concurrency=...): expected a positive integer, got {concurrency!r}"
             )
+        label = self._claim_label(label)
+        structured = structured_outputs(json_schema, len(prompts))
+        if not self._session.served:
+            check_lengths(prompts, max_tokens, self.spec.baseline, self.spec.nodeid)
         wanted = (
             self.spec.trials
             if trials is None
@@ -114,7 +119,7 @@ class SpecDecode:
         if wanted == "auto":
             settings = self._session.settings
             thresholds = [t for t in (self.spec.gates.get("min_speedup"),) if t is not None]
-            floor = self._session.speedup_floor(self.spec.nodeid, label)
+            floor = self._session.speedup_floor(self.spec.nodeid, label or None)
             if floor is not None:
                 thresholds.append(floor)
             stop = adaptive_stop(thresholds, settings.get("precision"))
@@ -127,15 +132,8 @@ class SpecDecode:
             "seed": seed,
             **sampling,
         }
-        if isinstance(json_schema, Sequence):
-            if len(json_schema) != len(prompts):
-                raise ConfigError(
-                    f"run(json_schema=...): {len(json_schema)} schemas for {len(prompts)} "
-                    "prompts; give one schema, or one per prompt"
-                )
-            params["structured_outputs"] = [{"json": s} for s in json_schema]
-        elif json_schema is not None:
-            params["structured_outputs"] = {"json": json_schema}
+        if structured is not None:
+            params["structured_outputs"] = structured
         progress = self._session.progress
         where = self.spec.nodeid.rsplit("::", 1)[-1]
         raw = run_paired(
@@ -162,9 +160,7 @@ class SpecDecode:
             num_prompts=len(prompts),
             sampling=params,
             concurrency=concurrency,
-            label=label
-            if label is not None
-            else (f"#{len(self.results) + 1}" if self.results else ""),
+            label=label,
         )
         add_theory(result, self._cost_ratio(speculative, prompts, params, concurrency, result))
         result.verdict, result.verdict_reasons = judge(
@@ -179,6 +175,7 @@ class SpecDecode:
                     f"after {result.trials} rounds the speedup's 95% interval "
                     f"{low:.2f}x-{high:.2f}x still contains {open_gates[0]:.2f}x"
                 )
+        self._note_short_generation(result, params, progress)
         if raw.get("other_traffic"):
             result.notes["other_traffic"] = f"{raw['other_traffic']} requests"
             progress(
@@ -189,6 +186,49 @@ class SpecDecode:
         self._session.results.append(result)
         self._record_properties(result)
         return result
+
+    def _claim_label(self, label: str | None, taken: set[str] | None = None) -> str:
+        """The key suffix of the next result: ``label``, or automatically ``""`` for a test's
+        first run and ``#n`` (the next free n) after it. A key this test already stored is
+        refused: two workloads under one key would be merged and compared as one."""
+        __tracebackhide__ = True
+        taken = {r.label for r in self.results} if taken is None else taken
+        if label is None:
+            if not self.results:
+                return ""
+            n = len(self.results) + 1
+            while f"#{n}" in taken:
+                n += 1
+            return f"#{n}"
+        if not isinstance(label, str):
+            raise ConfigError(f"run(label=...): expected a string, got {label!r:.80}")
+        if label in taken:
+            key = f"{self.spec.nodeid}[{label}]" if label else self.spec.nodeid
+            raise ConfigError(
+                f"{self.spec.nodeid}: run(label={label!r}): this test already stored a result "
+                f"under the key {key!r}; give each run() of a test a distinct label, e.g. "
+                'run(..., label="short") and run(..., label="long")'
+            )
+        return label
+
+    @staticmethod
+    def _note_short_generation(
+        result: Result, params: dict[str, Any], progress: Callable[[str], None]
+    ) -> None:
+        """Say so when the baseline generated fewer tokens than ``max_tokens`` asked for (the
+        figures count the generated ones)."""
+        requested = result.max_tokens * result.num_prompts
+        generated = result.baseline.generated_tokens
+        if generated >= requested:
+            return
+        result.notes["generated"] = f"{generated}/{requested} tokens"
+        if params.get("ignore_eos"):
+            progress(
+                f"{result.nodeid.rsplit('::', 1)[-1]}: WARNING: the baseline generated "
+                f"{generated} of the {requested} tokens asked for (max_tokens="
+                f"{result.max_tokens} x {result.num_prompts} prompts); the figures count the "
+                "generated tokens. A stop condition or the engine's max_model_len cut them short."
+            )
 
     def _record_properties(self, result: Result) -> None:
         """Each figure as a junit XML property (``record_property``)."""
@@ -228,7 +268,7 @@ class SpecDecode:
         best k's 95% interval lies wholly below 1.0.
         """
         __tracebackhide__ = True
-        prompts = validate_prompts(prompts)
+        prompts = validate_prompts(prompts, "sweep")
         base_config = self.spec.speculative.speculative_config or {}
         ks = list(num_speculative_tokens or [self.spec.speculative.num_speculative_tokens])
         cs = list(concurrency or [len(prompts)])
@@ -237,6 +277,12 @@ class SpecDecode:
                 isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
             ):
                 raise ConfigError(f"sweep({name}=...): expected positive integers, got {values!r}")
+            if len(set(values)) != len(values):
+                raise ConfigError(f"sweep({name}=...): a value is listed twice in {values!r}")
+        taken = {r.label for r in self.results}
+        for k in ks:
+            for c in cs:
+                self._claim_label(f"k={k} c={c}", taken)  # refused before any engine starts
         sweep = Sweep(self.spec.nodeid)
         for k in ks:
             config = EngineConfig.create(
@@ -270,7 +316,7 @@ class SpecDecode:
         :func:`~pytest_specdecode.assert_outputs_equivalent`.
         """
         __tracebackhide__ = True
-        prompts = validate_prompts(prompts)
+        prompts = validate_prompts(prompts, "sample_equivalence")
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, int | float)
@@ -326,6 +372,33 @@ class SpecDecode:
             raise ValueError(f"which must be 'baseline' or 'speculative', got {which!r}")
         other = configs["speculative" if which == "baseline" else "baseline"]
         return self._session.pool.acquire(configs[which], keep=[other], timeout=self.spec.timeout)
+
+
+def structured_outputs(json_schema: Any, num_prompts: int) -> Any:
+    """vLLM's ``structured_outputs`` for ``run(json_schema=...)``: one JSON Schema (a dict)
+    for every prompt, or a list of them, one per prompt."""
+    if json_schema is None:
+        return None
+    if isinstance(json_schema, Mapping):
+        return {"json": dict(json_schema)}
+    if isinstance(json_schema, list | tuple):
+        if len(json_schema) != num_prompts:
+            raise ConfigError(
+                f"run(json_schema=...): {len(json_schema)} schemas for {num_prompts} "
+                "prompts; give one schema, or one per prompt"
+            )
+        for i, schema in enumerate(json_schema):
+            if not isinstance(schema, Mapping):
+                raise ConfigError(
+                    f"run(json_schema=...): schema {i} must be a JSON Schema (a dict), got "
+                    f"{type(schema).__name__} {schema!r:.60}"
+                )
+        return [{"json": dict(schema)} for schema in json_schema]
+    hint = " (parse a JSON text with json.loads first)" if isinstance(json_schema, str) else ""
+    raise ConfigError(
+        f"run(json_schema=...): expected a JSON Schema (a dict) or a list of them, one per "
+        f"prompt; got {type(json_schema).__name__} {json_schema!r:.60}{hint}"
+    )
 
 
 def vllm_available() -> bool:

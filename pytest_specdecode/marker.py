@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,23 @@ def marker_category(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | N
     return None if value is None else str(value)
 
 
+def check_engine_kwargs(engine_kwargs: Mapping[str, Any], where: Callable[[str], str]) -> None:
+    """Every key must be an argument the installed vLLM's ``LLM()`` accepts (read from its
+    source, not imported); ``where(key)`` names the setting the key came from."""
+    from .vllm_schema import closest, installed_engine_args
+
+    schema = installed_engine_args()
+    if schema is None:
+        return
+    for key in engine_kwargs:
+        if key not in schema.names:
+            raise ConfigError(
+                f"{where(key)}: engine_kwargs: unknown argument {key!r}"
+                f"{closest(key, schema.names)}; the installed vLLM's LLM() and EngineArgs "
+                f"accept no such argument ({schema.source})"
+            )
+
+
 def resolve(
     nodeid: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], settings: GlobalSettings
 ) -> TestSpec:
@@ -64,7 +81,12 @@ def resolve(
         raise ConfigError(f"{where}: takes one positional argument (category), got {len(args)}")
     if args and "category" in kwargs:
         raise ConfigError(f"{where}: category given both positionally and as a keyword")
-    category = marker_category(args, kwargs)
+    category = args[0] if args else kwargs.get("category")
+    if category is not None and not isinstance(category, str):
+        raise ConfigError(
+            f"{where}: the category must be a string, got {type(category).__name__} "
+            f'{category!r:.80}; e.g. @pytest.mark.specdecode("structured")'
+        )
     if category is None or not category.strip():
         raise ConfigError(
             f'{where}: a category is required, e.g. @pytest.mark.specdecode("structured")'
@@ -108,6 +130,14 @@ def resolve(
                 f"{where}: engine_kwargs must not contain {forbidden!r}; use "
                 f"{'target' if forbidden == 'model' else 'speculative_config'}= instead"
             )
+    if not served:  # a served deployment's engine arguments are the server's business
+        marker_keys = set(kwargs.get("engine_kwargs") or {})
+        check_engine_kwargs(
+            engine_kwargs,
+            lambda key: (
+                where if key in marker_keys else f"{nodeid} ({settings.source('engine_kwargs')})"
+            ),
+        )
     gates = {
         name: parse_threshold(name, kwargs[name], where)
         for name in MARKER_THRESHOLDS

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib.util
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .engine import Engine, EnginePool, Progress
-from .engine_config import EngineConfig
+from .engine_config import EngineConfig, max_model_len, tokenizer_file
 from .errors import ConfigError, GateError
 from .result import Divergence, EngineFigures, Result, SpecCounters
 from .stats import mean, ratio_interval
@@ -80,20 +82,93 @@ def compare_outputs(
     return ((n - len(divergences)) / n if n else 1.0), divergences
 
 
-def validate_prompts(prompts: Any) -> list[Any]:
+def validate_prompts(prompts: Any, call: str = "run") -> list[Any]:
+    """The prompts as a list; each a non-empty string or a vLLM prompt dict."""
+    where = f"{call}(prompts=...)"
     if isinstance(prompts, str | bytes):
-        raise ConfigError("run(prompts=...): expected a list of prompts, got a single string")
-    prompts = list(prompts)
-    checked: list[Any] = prompts
-    if not prompts:
-        raise ConfigError("run(prompts=...): the prompt list is empty")
-    for i, p in enumerate(prompts):
+        raise ConfigError(f"{where}: expected a list of prompts, got a single string")
+    if isinstance(prompts, Mapping):
+        raise ConfigError(f"{where}: expected a list of prompts, got a single dict; wrap it: [p]")
+    if not isinstance(prompts, Iterable):
+        raise ConfigError(
+            f"{where}: expected a list of prompts (strings or vLLM prompt dicts), "
+            f"got {type(prompts).__name__} {prompts!r:.80}"
+        )
+    checked: list[Any] = list(prompts)
+    if not checked:
+        raise ConfigError(f"{where}: the prompt list is empty")
+    for i, p in enumerate(checked):
         if not isinstance(p, str | dict) or (isinstance(p, str) and not p):
             raise ConfigError(
-                f"run(prompts=...): prompt {i} must be a non-empty string or a vLLM prompt "
+                f"{where}: prompt {i} must be a non-empty string or a vLLM prompt "
                 f"dict, got {p!r:.80}"
             )
     return checked
+
+
+def _load_tokenizer(path: Path) -> Any:
+    """A ``tokenizers.Tokenizer`` from ``tokenizer.json``, or ``None`` when the package is
+    missing or cannot read the file (then lengths are left to vLLM)."""
+    if importlib.util.find_spec("tokenizers") is None:
+        return None
+    try:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(path))
+    except Exception:  # noqa: BLE001 - a check we can skip, never a reason to fail
+        return None
+
+
+_tokenizers: dict[Path, Any] = {}
+
+
+def prompt_lengths(prompts: Sequence[Any], tokenizer_json: Path) -> list[int | None]:
+    """Tokens per prompt as vLLM counts them (special tokens included): from the
+    target's ``tokenizer.json`` for text, the length of ``prompt_token_ids`` for token ids;
+    ``None`` where it cannot be told."""
+    if tokenizer_json not in _tokenizers:
+        _tokenizers[tokenizer_json] = _load_tokenizer(tokenizer_json)
+    tokenizer = _tokenizers[tokenizer_json]
+    texts = [p if isinstance(p, str) else p.get("prompt") for p in prompts]
+    counts: dict[int, int] = {}
+    wanted = [i for i, t in enumerate(texts) if isinstance(t, str)]
+    if tokenizer is not None and wanted:
+        encoded = tokenizer.encode_batch([texts[i] for i in wanted])
+        counts = {i: len(e.ids) for i, e in zip(wanted, encoded, strict=True)}
+    lengths: list[int | None] = []
+    for i, p in enumerate(prompts):
+        ids = p.get("prompt_token_ids") if isinstance(p, dict) else None
+        lengths.append(len(ids) if isinstance(ids, list) else counts.get(i))
+    return lengths
+
+
+def check_lengths(
+    prompts: Sequence[Any], max_tokens: int, target: EngineConfig, nodeid: str
+) -> None:
+    """Refuse, before any engine starts, a prompt whose tokens plus ``max_tokens`` exceed the
+    target's ``max_model_len`` (vLLM would fail it after the engine starts, or cap
+    ``max_tokens`` silently). Checked where the limit is known without vLLM; prompt tokens are
+    counted with a local target's ``tokenizer.json``."""
+    found = max_model_len(target.target, target.engine_kwargs)
+    if found is None:
+        return
+    limit, source = found
+    fix = "shorten the prompt, lower max_tokens, or raise max_model_len in engine_kwargs"
+    if max_tokens >= limit:
+        raise ConfigError(
+            f"{nodeid}: run(max_tokens={max_tokens}): does not fit the context: max_model_len "
+            f"is {limit} ({source}) and every prompt takes at least one token; {fix}"
+        )
+    path = tokenizer_file(target.target, target.engine_kwargs)
+    if path is None:
+        return
+    for i, length in enumerate(prompt_lengths(prompts, path)):
+        if length is not None and length + max_tokens > limit:
+            raise ConfigError(
+                f"{nodeid}: run(prompts=...): prompt {i} is {length} tokens (by {path}); with "
+                f"max_tokens={max_tokens} it needs {length + max_tokens} positions but "
+                f"max_model_len is {limit} ({source}); {fix}"
+            )
 
 
 def run_paired(

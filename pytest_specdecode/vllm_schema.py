@@ -1,8 +1,9 @@
-"""What the installed vLLM accepts in ``speculative_config``, read without importing vLLM.
+"""What the installed vLLM accepts, read without importing vLLM.
 
 Importing vLLM takes seconds (it imports torch); reading the source of
-``vllm/config/speculative.py`` with :mod:`ast` takes milliseconds, so config errors are reported
-at collection time, before any engine starts.
+``vllm/config/speculative.py`` (``speculative_config`` keys), ``vllm/engine/arg_utils.py`` and
+``vllm/entrypoints/llm.py`` (``vllm.LLM`` keyword arguments) with :mod:`ast` takes milliseconds,
+so config errors are reported at collection time, before any engine starts.
 """
 
 from __future__ import annotations
@@ -65,9 +66,62 @@ def parse_schema(source: str, origin: str = "<string>") -> SpeculativeSchema | N
     return SpeculativeSchema(frozenset(fields), frozenset(methods), origin)
 
 
-@cache
-def installed_schema() -> SpeculativeSchema | None:
-    """The schema of the installed vLLM, or ``None`` when vLLM (or the file) is not there."""
+@dataclass(frozen=True)
+class EngineArgsSchema:
+    """The keyword arguments ``vllm.LLM(model, **kwargs)`` accepts: its own named parameters
+    plus the fields of ``EngineArgs`` (where its ``**kwargs`` go)."""
+
+    names: frozenset[str]
+    source: str  # the files they were read from
+
+
+def _class_fields(tree: ast.Module, name: str) -> set[str] | None:
+    """Annotated class-level names of class ``name`` and of its bases defined in the same
+    module; ``None`` when the class is missing or has a base defined elsewhere."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    node = classes.get(name)
+    if node is None:
+        return None
+    fields = {
+        item.target.id
+        for item in node.body
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+    }
+    for base in node.bases:
+        if not isinstance(base, ast.Name) or base.id not in classes:
+            return None  # fields we cannot see: better no check than a false refusal
+        inherited = _class_fields(tree, base.id)
+        if inherited is None:
+            return None
+        fields |= inherited
+    return fields
+
+
+def _init_parameters(tree: ast.Module, name: str) -> set[str] | None:
+    """Parameter names of ``name.__init__`` (without ``self``), or ``None`` if not found."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    args = item.args
+                    params = args.posonlyargs + args.args + args.kwonlyargs
+                    return {a.arg for a in params} - {"self"}
+    return None
+
+
+def parse_engine_args(
+    arg_utils: str, llm: str, origin: str = "<string>"
+) -> EngineArgsSchema | None:
+    """Read the accepted names from the texts of ``arg_utils.py`` and ``llm.py``."""
+    fields = _class_fields(ast.parse(arg_utils), "EngineArgs")
+    params = _init_parameters(ast.parse(llm), "LLM")
+    if not fields or params is None:
+        return None
+    return EngineArgsSchema(frozenset(fields | params), origin)
+
+
+def _vllm_file(*parts: str) -> Path | None:
+    """A file of the installed vLLM package, found without importing it."""
     try:
         spec = importlib.util.find_spec("vllm")
     except (ImportError, ValueError):
@@ -75,13 +129,39 @@ def installed_schema() -> SpeculativeSchema | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        path = Path(location) / "config" / "speculative.py"
+        path = Path(location).joinpath(*parts)
         if path.is_file():
-            try:
-                return parse_schema(path.read_text(encoding="utf-8"), str(path))
-            except (SyntaxError, OSError, UnicodeDecodeError):
-                return None
+            return path
     return None
+
+
+@cache
+def installed_schema() -> SpeculativeSchema | None:
+    """The schema of the installed vLLM, or ``None`` when vLLM (or the file) is not there."""
+    path = _vllm_file("config", "speculative.py")
+    if path is None:
+        return None
+    try:
+        return parse_schema(path.read_text(encoding="utf-8"), str(path))
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return None
+
+
+@cache
+def installed_engine_args() -> EngineArgsSchema | None:
+    """What the installed vLLM's ``LLM()`` accepts, or ``None`` when it cannot be read."""
+    arg_utils = _vllm_file("engine", "arg_utils.py")
+    llm = _vllm_file("entrypoints", "llm.py")
+    if arg_utils is None or llm is None:
+        return None
+    try:
+        return parse_engine_args(
+            arg_utils.read_text(encoding="utf-8"),
+            llm.read_text(encoding="utf-8"),
+            f"{arg_utils} and {llm}",
+        )
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return None
 
 
 def closest(word: str, choices: frozenset[str] | set[str]) -> str:
