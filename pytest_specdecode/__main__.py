@@ -1,7 +1,8 @@
 """Command line: ``python -m pytest_specdecode compare OLD.json NEW.json``.
 
 Prints the same tables as the plugin, without running anything. Exit status: 0 when nothing
-regressed, 1 when something did, 2 on bad input.
+regressed, 1 when something did, 2 on bad input (an unreadable or invalid file, a comparison in
+which no test matches, an output file that cannot be written).
 """
 
 from __future__ import annotations
@@ -9,15 +10,45 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from .compare import (
     ALPHA,
     DEFAULT_TOLERANCES,
-    compare_runs,
+    Matching,
+    StoredResults,
     environment_differences,
     parse_tolerances,
+    result_key,
+    verdicts_for,
 )
 from .errors import ConfigError
+
+
+def _say(text: str, file: TextIO | None = None) -> None:
+    """Print ``text`` with control characters escaped: it may quote a file's contents."""
+    from .table import printable
+
+    print(printable(text, keep_newlines=True), file=file or sys.stdout)
+
+
+def _nothing_matched(args: argparse.Namespace, matching: Matching) -> str:
+    """Why a comparison that matched no test is refused, with an example of each side's keys
+    (a pair with the same test name when there is one: that is the usual mismatch)."""
+    new_keys = [result_key(r) for r, _ in matching.pairs]
+    old_keys = [result_key(r) for r in matching.missing]
+    by_test = {k.rsplit("::", 1)[-1]: k for k in old_keys}
+    stored, now = next(
+        ((by_test[k.rsplit("::", 1)[-1]], k) for k in new_keys if k.rsplit("::", 1)[-1] in by_test),
+        (old_keys[0], new_keys[0]),
+    )
+    return (
+        f"no test in the results file {args.new} matches one in the baseline file {args.old}, "
+        f"so nothing would be compared ({len(new_keys)} new, {len(old_keys)} stored; e.g. "
+        f"stored {stored!r}, new {now!r}). Tests are matched by pytest node id, relative to "
+        "the rootdir: the runs were likely made with different rootdirs (add a pytest.ini or "
+        "pyproject.toml, or pass --rootdir), or the tests were renamed"
+    )
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -27,19 +58,26 @@ def _compare(args: argparse.Namespace) -> int:
     old = report.load(args.old, "baseline file")
     new = report.load(args.new, "results file")
     tolerances = parse_tolerances(args.fail, "--fail")
+    if not 0 < args.alpha < 1:
+        raise ConfigError(
+            f"--alpha: expected a significance level between 0 and 1, got {args.alpha}"
+        )
+    matching = StoredResults(old["results"]).match(new["results"])
+    if matching.nothing_matched:
+        raise ConfigError(_nothing_matched(args, matching))
     changes = environment_differences(old.get("environment", {}), new.get("environment", {}))
     if changes:
-        print("WARNING: the two runs come from different environments: " + "; ".join(changes))
+        _say("WARNING: the two runs come from different environments: " + "; ".join(changes))
         if args.strict_environment:
-            print("error: --strict-environment is set", file=sys.stderr)
+            _say("error: --strict-environment is set", file=sys.stderr)
             return 2
-    print(render(new["results"], tablefmt=args.format))
-    print()
-    verdicts = compare_runs(old["results"], new["results"], tolerances, args.alpha)
-    print(render_comparison(verdicts, tablefmt=args.format))
+    _say(render(new["results"], tablefmt=args.format))
+    _say("")
+    verdicts = verdicts_for(matching, tolerances, args.alpha)
+    _say(render_comparison(verdicts, tablefmt=args.format))
     regressed = [v for v in verdicts if v.status == "regressed"]
-    print()
-    print(
+    _say("")
+    _say(
         f"{len(regressed)} regressed, {sum(v.status == 'improved' for v in verdicts)} improved, "
         f"{sum(v.status == 'new' for v in verdicts)} new, "
         f"{sum(v.status == 'missing' for v in verdicts)} missing "
@@ -52,8 +90,12 @@ def _html(args: argparse.Namespace) -> int:
     from . import report
     from .html_report import render_html
 
-    report.atomic_write_text(args.output, render_html(report.load(args.report, "report file")))
-    print(f"wrote {args.output}")
+    page = render_html(report.load(args.report, "report file"))
+    try:
+        report.atomic_write_text(args.output, page)
+    except OSError as exc:
+        raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
+    _say(f"wrote {args.output}")
     return 0
 
 
@@ -76,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _html(args)
         return _compare(args)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -2,8 +2,8 @@
 
 A figure has *regressed* only when both hold:
 
-1. the drop is beyond the tolerance (``speedup:5%`` relative, ``acceptance_rate:0.05``
-   absolute), and
+1. the drop is beyond the tolerance (by default ``speedup:5%,acceptance_rate:5%``, both
+   relative; an amount without ``%`` such as ``acceptance_rate:0.05`` is absolute), and
 2. the drop is statistically significant given both runs' per-round data: a one-sided Welch
    t-test (on log values for ratios and rates of tokens) with p < ``ALPHA``.
 

@@ -1,28 +1,61 @@
-"""The JSON report: ``{"format_version", "results", "environment", "session"}``."""
+"""The JSON report: ``{"format_version", "results", "environment", "session"}``.
+
+Files are written atomically (a temporary file and a rename), keep an existing file's
+permissions (else the usual ``0o666`` less the umask), and never hold NaN or Infinity, which
+JSON does not have; reading refuses them too. A baseline is updated under a lock, re-read inside
+it, so two runs updating one baseline at the same time both keep their entries.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
-import tempfile
+import secrets
+import stat
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .compare import StoredResults
 from .errors import ConfigError
 
 FORMAT_VERSION = 1
+#: Suffix of the lock file held beside a baseline while it is updated.
+LOCK_SUFFIX = ".lock"
+
+
+def _create_temp(target: Path) -> tuple[int, Path]:
+    """A new file beside ``target``, created with mode ``0o666`` so that the umask applies (as
+    for any file a program creates; ``tempfile.mkstemp`` would give ``0o600``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name beside {target}")
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
-    file or the new one, never half of one."""
+    file or the new one, never half of one. An existing file keeps its permission bits; a new
+    one gets ``0o666`` less the umask."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        mode = None
+    fd, tmp = _create_temp(target)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -47,7 +80,19 @@ def build(
 
 
 def write(path: str | os.PathLike[str], report: dict[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(report, indent=2, sort_keys=False) + "\n")
+    """Write ``report`` as JSON; a NaN or infinite number in it is a ``ValueError`` naming where
+    (``Result.to_dict`` already stores those as null)."""
+    try:
+        text = json.dumps(report, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError as exc:
+        where = _non_finite_at(report)
+        if where is None:
+            raise
+        raise ValueError(
+            f"{path}: not written: {where[1]} at {_path_text(where[0])} (JSON has no NaN or "
+            "Infinity; store an unknown figure as None)"
+        ) from exc
+    atomic_write_text(path, text + "\n")
 
 
 @cache
@@ -58,6 +103,42 @@ def results_schema() -> dict[str, Any]:
     return schema
 
 
+class _NonFinite:
+    """Stands for a NaN/Infinity literal (or a number too large for a float) while parsing, so
+    that the loader can say where it was."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _parse_float(text: str) -> float | _NonFinite:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _non_finite_at(value: Any, path: tuple[str | int, ...] = ()) -> tuple[Any, str] | None:
+    """Where the first NaN/Infinity in ``value`` is, and how it was written."""
+    if isinstance(value, _NonFinite):
+        return path, value.text
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, repr(value)
+    if isinstance(value, Mapping):
+        items: Iterator[tuple[Any, Any]] = iter(value.items())
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite_at(item, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _path_text(path: Sequence[Any]) -> str:
+    return "/".join(str(p) for p in path) or "top level"
+
+
 def load(path: str | os.PathLike[str], what: str = "results file") -> dict[str, Any]:
     """Read and validate a report/baseline file; any problem is a :class:`ConfigError` naming
     the file and what is wrong (never silently replaced)."""
@@ -65,17 +146,36 @@ def load(path: str | os.PathLike[str], what: str = "results file") -> dict[str, 
 
     target = Path(path)
     try:
-        text = target.read_text(encoding="utf-8")
+        raw = target.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{what} {target}: cannot be read ({exc.strerror})") from None
+        raise ConfigError(f"{what} {target}: cannot be read ({exc.strerror or exc})") from None
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {target}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start}); is it a JSON file written by pytest-specdecode?"
+        ) from None
+    try:
+        data = json.loads(text, parse_constant=_NonFinite, parse_float=_parse_float)
     except json.JSONDecodeError as exc:
         hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
         raise ConfigError(
             f"{what} {target}: not valid JSON at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg}{hint}"
         ) from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits, deep nesting
+        raise ConfigError(f"{what} {target}: cannot be parsed as JSON: {exc}") from None
+    try:
+        non_finite = _non_finite_at(data)
+    except RecursionError:
+        raise ConfigError(f"{what} {target}: nested too deeply to be a results file") from None
+    if non_finite is not None:
+        at, literal = non_finite
+        raise ConfigError(
+            f"{what} {target}: invalid at {_path_text(at)}: {literal} is not a finite number "
+            "(JSON has no NaN or Infinity; pytest-specdecode writes an unknown figure as null)"
+        )
     if isinstance(data, dict) and data.get("format_version") not in (None, FORMAT_VERSION):
         raise ConfigError(
             f"{what} {target}: format_version {data.get('format_version')!r} is not supported "
@@ -86,7 +186,59 @@ def load(path: str | os.PathLike[str], what: str = "results file") -> dict[str, 
         jsonschema.Draft202012Validator(results_schema()).iter_errors(data)
     )
     if error is not None:
-        at = "/".join(str(p) for p in error.absolute_path) or "top level"
-        raise ConfigError(f"{what} {target}: invalid at {at}: {error.message}")
+        raise ConfigError(f"{what} {target}: invalid at {_path_text(error.absolute_path)}: "
+                          f"{error.message}")  # fmt: skip
     result: dict[str, Any] = data
     return result
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock for ``path``: ``flock`` on the lock file ``<path>.lock`` beside
+    it, removed again on release. Blocks while another process holds it."""
+    import fcntl
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.with_name(target.name + LOCK_SUFFIX)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        fd = os.open(lock, flags, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # The holder before us may have removed the lock file: then ours is stale, retry.
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.stat(lock), os.fstat(fd)):
+                    break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def update_baseline(
+    path: str | os.PathLike[str],
+    fresh_results: Sequence[Mapping[str, Any]],
+    environment: dict[str, Any],
+    session: dict[str, Any],
+) -> dict[str, Any]:
+    """Replace the entries of the baseline ``path`` that this run produced (matched as a
+    comparison matches them, :class:`~.compare.StoredResults`), keep the others, and return
+    what was written. The file is read again under :func:`locked`, so a run that updated it
+    meanwhile keeps its entries. A missing file is created; an unreadable one is a
+    :class:`ConfigError` and is left as it is."""
+    with locked(path):
+        kept: list[Mapping[str, Any]] = []
+        if os.path.exists(path):
+            stored = load(path, "baseline file")
+            kept = StoredResults(stored["results"]).match(list(fresh_results)).missing
+        results = [dict(r) for r in [*kept, *fresh_results]]
+        data = build(results, environment, session)
+        write(path, data)
+    return data

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+import pytest_specdecode.compare as compare_module
 from pytest_specdecode.compare import (
     ALPHA,
+    DEFAULT_TOLERANCES,
     Tolerance,
     compare_one,
     compare_runs,
@@ -146,3 +148,9 @@ def test_environment_differences() -> None:
     assert diffs == ["vllm 0.32.0 -> 0.33.0", "device H100 -> H200", "model /m changed "
                      "(sha256 aa -> bb)"]  # fmt: skip
     assert environment_differences(old, old) == []
+
+
+def test_module_docstring_states_the_default_tolerances() -> None:
+    assert compare_module.__doc__ is not None
+    assert f"``{DEFAULT_TOLERANCES}``" in compare_module.__doc__
+    assert all(t.relative for t in parse_tolerances(DEFAULT_TOLERANCES))

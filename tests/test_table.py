@@ -1,4 +1,5 @@
-from pytest_specdecode.table import HEADERS, render
+from pytest_specdecode.compare import Verdict
+from pytest_specdecode.table import HEADERS, printable, render, render_comparison
 
 from .helpers import fake_result
 
@@ -31,3 +32,31 @@ def test_notes_column_only_when_notes_exist() -> None:
     text = render([plain, noted.to_dict()])
     assert "notes" in text.splitlines()[0]
     assert text.splitlines()[-1].rstrip().endswith("json_valid=8/8")
+
+
+def test_control_characters_from_files_are_escaped() -> None:
+    """A baseline's test id, label, category or notes cannot drive the terminal."""
+    row = fake_result().to_dict()
+    row.update(
+        nodeid="t.py::test_\x1b[2J", label="\x1b]0;owned\x07", category="a\tb\r", mode="\u202e"
+    )
+    row["notes"] = {"n\x9b": "\x00"}
+    text = render([row])
+    assert not any(ch in text for ch in "\x1b\x07\t\r\x00\x9b\u202e")
+    assert "test_\\x1b[2J [\\x1b]0;owned\\x07]" in text
+    assert "a\\tb\\r" in text and "\\u202e" in text and "n\\x9b=\\x00" in text
+    verdict = Verdict("t.py::test_\x1b[31m", "speedup\x1b", "regressed", 2.0, 1.0, 0.01)
+    table = render_comparison([verdict])
+    assert "\x1b" not in table and "test_\\x1b[31m" in table and "speedup\\x1b" in table
+
+
+def test_printable_keeps_text_and_optionally_newlines() -> None:
+    assert printable("héllo ✓ [batch 32]") == "héllo ✓ [batch 32]"
+    assert printable("a\nb") == "a\\nb"
+    assert printable("a\nb\x1b", keep_newlines=True) == "a\nb\\x1b"
+
+
+def test_a_hand_written_non_number_is_shown_not_a_crash() -> None:
+    row = fake_result().to_dict()
+    row["alpha"] = "n/a"
+    assert " n/a " in render([row])

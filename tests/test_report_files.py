@@ -1,0 +1,293 @@
+"""Report and baseline files: bad bytes and non-finite numbers on reading, permissions on
+writing, concurrent baseline updates, terminal escapes, and the offline CLI's exit codes."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode import report
+from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.errors import ConfigError
+
+from .helpers import fake_result
+
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\r\u202e"
+
+
+def entry(nodeid: str = "t.py::test_a", **changes: Any) -> dict[str, Any]:
+    data = fake_result().to_dict(with_outputs=False)
+    data.update(nodeid=nodeid, **changes)
+    return data
+
+
+def save(path: Path, *entries: dict[str, Any], environment: Any = None) -> Path:
+    report.write(path, report.build(list(entries), environment or {}, {}))
+    return path
+
+
+NON_UTF8 = b'{"format_version": 1, "results": [], "environment": {"device": {"name": "\xe9"}}}'
+
+
+# --- reading: bytes that are not UTF-8 ---------------------------------------------------------
+
+
+def test_non_utf8_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "base.json"
+    path.write_bytes(NON_UTF8)
+    with pytest.raises(ConfigError, match="not UTF-8") as info:
+        report.load(path, "baseline file")
+    assert str(info.value).startswith(f"baseline file {path}: ")
+    assert "0xe9" in str(info.value)
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = save(tmp_path / "base.json", entry())
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert report.load(path)["results"][0]["nodeid"] == "t.py::test_a"
+
+
+def test_non_utf8_baseline_is_a_usage_error_under_pytest(pytester: pytest.Pytester) -> None:
+    (pytester.path / "base.json").write_bytes(NON_UTF8)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["*baseline file*base.json*not UTF-8*"])
+
+
+@pytest.mark.parametrize("which", ["old", "new", "html"])
+def test_cli_non_utf8_file_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    good = save(tmp_path / "good.json", entry())
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(NON_UTF8)
+    argv = {
+        "old": ["compare", str(bad), str(good)],
+        "new": ["compare", str(good), str(bad)],
+        "html": ["html", str(bad), str(tmp_path / "out.html")],
+    }[which]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and f"{bad}: not UTF-8" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out.html").exists()
+
+
+def test_cli_unwritable_html_output_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    good = save(tmp_path / "good.json", entry())
+    (tmp_path / "file").write_text("")
+    assert cli_main(["html", str(good), str(tmp_path / "file" / "out.html")]) == 2
+    assert "error: " in capsys.readouterr().err
+
+
+# --- reading and writing: NaN and Infinity ------------------------------------------------------
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_refused_with_where(tmp_path: Path, literal: str) -> None:
+    path = save(tmp_path / "base.json", entry("t.py::a"), entry("t.py::b", speedup=1.25))
+    text = path.read_text()
+    spot = '"speedup": 1.25'
+    assert text.count(spot) == 1
+    path.write_text(text.replace(spot, f'"speedup": {literal}'))
+    with pytest.raises(ConfigError) as info:
+        report.load(path, "baseline file")
+    assert str(info.value).startswith(f"baseline file {path}: invalid at results/1/speedup: ")
+    assert f"{literal} is not a finite number" in str(info.value)
+
+
+def test_cli_non_finite_baseline_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = save(tmp_path / "good.json", entry())
+    bad = tmp_path / "bad.json"
+    bad.write_text(good.read_text().replace('"acceptance_rate": 0.75', '"acceptance_rate": NaN'))
+    assert bad.read_text() != good.read_text()
+    assert cli_main(["compare", str(bad), str(good)]) == 2
+    assert "invalid at results/0/acceptance_rate: NaN" in capsys.readouterr().err
+
+
+def test_write_refuses_non_finite_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    with pytest.raises(ValueError, match="results/0/speedup") as info:
+        report.write(path, report.build([entry(speedup=math.nan)], {}, {}))
+    assert str(path) in str(info.value)
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_huge_integer_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"format_version": 1, "results": [], "environment": {}, "x": ' + "9" * 5000)
+    with pytest.raises(ConfigError, match="cannot be parsed as JSON"):
+        report.load(path)
+
+
+# --- writing: permissions -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask() -> Iterator[None]:
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_new_file_gets_the_usual_mode_less_the_umask(tmp_path: Path, umask: None) -> None:
+    path = save(tmp_path / "new.json", entry())
+    assert mode_of(path) == 0o640  # 0o666 & ~0o027, not mkstemp's 0o600
+    os.umask(0o022)
+    report.atomic_write_text(tmp_path / "page.html", "<p>")
+    assert mode_of(tmp_path / "page.html") == 0o644
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o664, 0o444])
+def test_existing_file_keeps_its_mode(tmp_path: Path, umask: None, mode: int) -> None:
+    path = save(tmp_path / "base.json", entry())
+    path.chmod(mode)
+    save(path, entry("t.py::test_b"))
+    assert mode_of(path) == mode
+    assert report.load(path)["results"][0]["nodeid"] == "t.py::test_b"
+    assert [p.name for p in tmp_path.iterdir()] == ["base.json"]  # no temporary file left
+
+
+# --- updating a baseline ------------------------------------------------------------------------
+
+
+def test_update_baseline_keeps_entries_that_did_not_run(tmp_path: Path) -> None:
+    path = save(tmp_path / "base.json", entry("t.py::a"), entry("t.py::b", speedup=1.5))
+    data = report.update_baseline(
+        path, [entry("t.py::b", speedup=3.0), entry("t.py::c")], {"vllm": "9"}, {"n": 1}
+    )
+    stored = report.load(path, "baseline file")
+    assert stored == data
+    assert [(r["nodeid"], r["speedup"]) for r in stored["results"]] == [
+        ("t.py::a", 2.0),
+        ("t.py::b", 3.0),
+        ("t.py::c", 2.0),
+    ]
+    assert stored["environment"] == {"vllm": "9"} and stored["session"] == {"n": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base.json"]  # lock file removed
+
+
+def test_update_baseline_creates_a_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "base.json"
+    report.update_baseline(path, [entry()], {}, {})
+    assert [r["nodeid"] for r in report.load(path)["results"]] == ["t.py::test_a"]
+
+
+def test_update_baseline_leaves_a_broken_file_alone(tmp_path: Path) -> None:
+    path = tmp_path / "base.json"
+    path.write_text('{"format_version": 1, "results": [')
+    with pytest.raises(ConfigError, match="baseline file .*base.json: not valid JSON"):
+        report.update_baseline(path, [entry()], {}, {})
+    assert path.read_text() == '{"format_version": 1, "results": ['
+
+
+UPDATES = 15
+
+
+def _update_many(path: str, prefix: str, barrier: Any) -> None:
+    barrier.wait()
+    for i in range(UPDATES):
+        report.update_baseline(path, [entry(f"t.py::{prefix}{i}")], {}, {"writer": prefix})
+
+
+def test_concurrent_updates_lose_no_entry(tmp_path: Path) -> None:
+    path = save(tmp_path / "base.json", entry("t.py::kept"))
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    writers = [ctx.Process(target=_update_many, args=(str(path), p, barrier)) for p in "ab"]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(120)
+    assert [w.exitcode for w in writers] == [0, 0]
+    keys = {r["nodeid"] for r in report.load(path)["results"]}
+    expected = {f"t.py::{p}{i}" for p in "ab" for i in range(UPDATES)} | {"t.py::kept"}
+    assert keys == expected
+
+
+def test_lock_is_exclusive_and_removed_on_release(tmp_path: Path) -> None:
+    """(A process that waited on a lock file its holder removed takes the lock again on a new
+    one: the concurrent test above exercises that on every update.)"""
+    import fcntl
+
+    path = tmp_path / "base.json"
+    with report.locked(path):
+        lock = tmp_path / "base.json.lock"
+        assert lock.exists()
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert not lock.exists()
+
+
+# --- terminal escapes ---------------------------------------------------------------------------
+
+
+def test_cli_prints_no_control_characters_from_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hostile = entry(f"t.py::test_{ESCAPES}", label=ESCAPES, category=ESCAPES, notes={"n": ESCAPES})
+    old = save(tmp_path / "old.json", hostile, environment={"vllm": f"1{ESCAPES}"})
+    new = save(tmp_path / "new.json", hostile, environment={"vllm": "2"})
+    assert cli_main(["compare", str(old), str(new)]) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out
+    assert "\\x1b[2J" in out and "\\x07" in out and "\\u202e" in out
+    assert "different environments: vllm 1\\x1b[2J" in out
+
+
+# --- a comparison in which nothing matches ------------------------------------------------------
+
+
+def test_cli_compare_with_no_matching_test_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = save(tmp_path / "old.json", entry("tests/t.py::test_a"), entry("tests/t.py::test_b"))
+    new = save(tmp_path / "new.json", entry("other/t.py::test_c"), entry("other/t.py::test_b"))
+    assert cli_main(["compare", str(old), str(new)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(
+        f"error: no test in the results file {new} matches one in the baseline file {old}"
+    )
+    assert "stored 'tests/t.py::test_b', new 'other/t.py::test_b'" in err
+    assert "rootdir" in err
+
+
+def test_cli_compare_with_one_match_is_not_an_error(tmp_path: Path) -> None:
+    old = save(tmp_path / "old.json", entry("t.py::test_a"), entry("t.py::test_b"))
+    new = save(tmp_path / "new.json", entry("t.py::test_a"), entry("t.py::test_c"))
+    assert cli_main(["compare", str(old), str(new)]) == 0
+    empty = save(tmp_path / "empty.json")
+    assert cli_main(["compare", str(empty), str(new)]) == 0  # all new: nothing to match yet
+
+
+def test_cli_alpha_out_of_range_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = save(tmp_path / "good.json", entry())
+    assert cli_main(["compare", str(good), str(good), "--alpha", "nan"]) == 2
+    assert "--alpha" in capsys.readouterr().err
