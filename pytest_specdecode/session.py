@@ -96,6 +96,7 @@ class SpecDecodeSession:
                 self.settings.get("baseline_url"),
                 self.settings.get("speculative_url"),
                 self.settings.get("api_key_env"),
+                timeout=self.settings.get("timeout"),
             )
         if self._pool is None:
             self._pool = EnginePool(

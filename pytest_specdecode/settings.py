@@ -107,6 +107,39 @@ def _string(value: Any, source: str) -> str:
     return value.strip()
 
 
+def _url(value: Any, source: str) -> str:
+    """The root URL of a running vLLM server: http(s), a host, no query (a trailing / is
+    dropped)."""
+    from urllib.parse import urlsplit
+
+    text = _string(value, source).rstrip("/")
+    example = "e.g. http://127.0.0.1:8000"
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: not a valid URL ({exc}), got {value!r}; {example}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{source}: expected the http:// or https:// URL of a running vLLM server "
+            f"({example}), got {value!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{source}: credentials in the URL would be printed; drop user:password@ and put "
+            "the API key in the environment variable named by --specdecode-api-key-env "
+            "(default SPECDECODE_API_KEY)"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{source}: expected a URL without ?query or #fragment, got {value!r}")
+    if parts.path.endswith("/v1"):
+        raise ConfigError(
+            f"{source}: give the server's root URL without /v1 (/metrics and /version live "
+            f"there), e.g. {text[: -len('/v1')]!r}, got {value!r}"
+        )
+    return text
+
+
 def _json_object(value: Any, source: str) -> dict[str, Any]:
     if isinstance(value, str):
         try:
@@ -198,9 +231,9 @@ SETTINGS: tuple[Setting, ...] = (
         "baseline_url",
         "measure a running OpenAI-compatible vLLM server as the baseline (with "
         "--specdecode-speculative-url) instead of starting engines",
-        _string,
+        _url,
     ),
-    Setting("speculative_url", "the running vLLM server with speculative decoding", _string),
+    Setting("speculative_url", "the running vLLM server with speculative decoding", _url),
     Setting(
         "api_key_env",
         "name of the environment variable holding the servers' API key (default "

@@ -1,4 +1,4 @@
-"""Served deployments against a stand-in OpenAI-compatible server on loopback (no vLLM).
+"""Served deployments against stand-in OpenAI-compatible servers on loopback (no vLLM).
 
 The same flow against two real ``vllm serve`` processes is in ``test_e2e_served.py``.
 """
@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.engine_config import EngineConfig
-from pytest_specdecode.errors import EngineError
-from pytest_specdecode.served import ServedEngine, parse_metrics
+from pytest_specdecode.errors import ConfigError, EngineError
+from pytest_specdecode.served import ServedEngine, ServedPool, parse_metrics
+from pytest_specdecode.settings import BY_NAME
 
-METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+SPEC_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}
 vllm:spec_decode_num_drafts_created{{engine="0",model_name="m"}} 1.7e9
@@ -28,15 +29,17 @@ vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepte
 # TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
 vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="1"}} {pos1}
 vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="0"}} {pos0}
-# TYPE vllm:request_success_total counter
+"""
+REQUEST_METRICS = """# TYPE vllm:request_success_total counter
 vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {requests}
 vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} 0
 """
 
 
-def metrics_text(**values: int) -> str:
+def metrics_text(speculating: bool = True, **values: int) -> str:
     defaults = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos0": 0, "pos1": 0, "requests": 0}
-    return METRICS.format(**{**defaults, **values})
+    page = (SPEC_METRICS if speculating else "") + REQUEST_METRICS
+    return page.format(**{**defaults, **values})
 
 
 def test_parse_metrics_sums_labels_and_orders_positions() -> None:
@@ -49,16 +52,41 @@ def test_parse_metrics_sums_labels_and_orders_positions() -> None:
         "num_accepted_tokens": 15,
         "accepted_per_position": [9, 6],
         "requests": 4,
+        "speculating": True,
     }
 
 
-class FakeServer:
-    """Streams two tokens per chunk; counts requests; optionally requires an API key."""
+def test_parse_metrics_tells_a_server_without_speculation() -> None:
+    assert parse_metrics(metrics_text(speculating=True))["speculating"]  # counters at 0 count
+    assert not parse_metrics(metrics_text(speculating=False, requests=3))["speculating"]
 
-    def __init__(self, api_key: str | None = None) -> None:
+
+class FakeServer:
+    """A stand-in vLLM server: streams two tokens per chunk and counts requests.
+
+    ``speculating`` puts spec-decode counters on /metrics; ``api_key`` requires that key (a
+    401 answer echoes the Authorization header it got, as a careless proxy would);
+    ``redirects`` maps a path to a Location to redirect to; ``delay`` holds every answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "tiny",
+        root: str | None = None,
+        speculating: bool = True,
+        api_key: str | None = None,
+        redirects: dict[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
         self.requests = 0
+        self.model, self.root = model, root
+        self.speculating = speculating
         self.api_key = api_key
-        self.seen_keys: list[str | None] = []
+        self.redirects = redirects or {}
+        self.delay = delay
+        self.seen: list[tuple[str, str | None]] = []  # (path, Authorization header)
+        self.closing = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,25 +100,46 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _gate(self) -> bool:
+                """Record, delay, redirect and check the key; False when answered already."""
+                key = self.headers.get("Authorization")
+                server.seen.append((self.path, key))
+                server.closing.wait(server.delay)
+                if self.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return False
+                if server.api_key and key != f"Bearer {server.api_key}":
+                    body = {"error": "bad key", "got": key}
+                    self._send(401, json.dumps(body).encode())
+                    return False
+                return True
+
             def do_GET(self) -> None:
-                if self.path == "/v1/models":
-                    self._send(200, json.dumps({"data": [{"id": "tiny"}]}).encode())
+                if not self._gate():
+                    return
+                if self.path.startswith("/v1/models"):
+                    entry = {"id": server.model, **({"root": server.root} if server.root else {})}
+                    self._send(200, json.dumps({"data": [entry]}).encode())
                 elif self.path == "/version":
                     self._send(200, b'{"version": "0.32.0"}')
                 elif self.path == "/metrics":
                     n = server.requests
-                    text = metrics_text(drafts=n * 4, draft_tokens=n * 8, accepted=n * 6,
-                                        pos0=n * 4, pos1=n * 2, requests=n)  # fmt: skip
+                    counts = {"drafts": n * 4, "draft_tokens": n * 8, "accepted": n * 6,
+                              "pos0": n * 4, "pos1": n * 2, "requests": n}  # fmt: skip
+                    text = metrics_text(server.speculating, **counts)
                     self._send(200, text.encode(), "text/plain")
+                else:
+                    self._send(404, b"{}")
 
             def do_POST(self) -> None:
-                key = self.headers.get("Authorization")
-                server.seen_keys.append(key)
-                if server.api_key and key != f"Bearer {server.api_key}":
-                    self._send(401, b'{"error": "bad key"}')
+                if not self._gate():
                     return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 assert body["stream"] and body["return_token_ids"] and body["ignore_eos"]
+                assert body["model"] == server.model
                 n = body["max_tokens"]
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -105,18 +154,37 @@ class FakeServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
+    def keys_seen(self) -> list[str | None]:
+        return [key for _, key in self.seen]
+
     def close(self) -> None:
+        self.closing.set()
         self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 @pytest.fixture
-def server() -> Iterator[FakeServer]:
-    s = FakeServer()
-    yield s
-    s.close()
+def servers() -> Iterator[Any]:
+    """A factory of fake servers, all closed at the end of the test."""
+    made: list[FakeServer] = []
+
+    def make(**kwargs: Any) -> FakeServer:
+        made.append(FakeServer(**kwargs))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def server(servers: Any) -> FakeServer:
+    result: FakeServer = servers()
+    return result
 
 
 CONFIG = EngineConfig.create("tiny", {"method": "served"}, {})
+BASE_CONFIG = EngineConfig.create("tiny", None, {})
 SAMPLING = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
 
 
@@ -149,26 +217,167 @@ def test_other_traffic_is_detected(server: FakeServer) -> None:
     assert engine.other_traffic == 1
 
 
-def test_api_key_from_environment_and_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
-    server = FakeServer(api_key="s3cret")
-    try:
-        monkeypatch.delenv("SPECDECODE_API_KEY", raising=False)
-        engine = ServedEngine(server.url, CONFIG)
-        with pytest.raises(
-            EngineError, match="HTTP 401 \\(set the API key in \\$SPECDECODE_API_KEY\\)"
-        ) as info:
-            engine.generate(["a"], SAMPLING)
-        assert "s3cret" not in str(info.value)
-        monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
-        engine.generate(["a"], SAMPLING)
-        assert server.seen_keys[-1] == "Bearer s3cret"
-    finally:
-        server.close()
+def test_api_key_from_environment_and_never_printed(
+    servers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(api_key="s3cret")
+    monkeypatch.delenv("SPECDECODE_API_KEY", raising=False)
+    with pytest.raises(EngineError, match=r"HTTP 401 \(set the API key in \$SPECDECODE_API_KEY\)"):
+        ServedEngine(server.url, CONFIG)
+    monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
+    engine = ServedEngine(server.url, CONFIG)
+    engine.generate(["a"], SAMPLING)
+    assert server.keys_seen()[-1] == "Bearer s3cret"
+
+
+def test_a_401_that_echoes_the_key_is_redacted(
+    servers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(api_key="the-right-key")
+    monkeypatch.setenv("SPECDECODE_API_KEY", "a-wrong-s3cret")
+    with pytest.raises(EngineError, match="HTTP 401") as info:
+        ServedEngine(server.url, CONFIG)
+    assert server.keys_seen() == ["Bearer a-wrong-s3cret"]  # the body echoed this header
+    assert "a-wrong-s3cret" not in str(info.value)
+    assert "Bearer ***" in str(info.value)
+
+
+def test_a_redirect_to_another_origin_does_not_carry_the_key(
+    servers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
+    elsewhere = servers()  # another port: another origin
+    server = servers(redirects={"/v1/models": elsewhere.url + "/v1/models"})
+    engine = ServedEngine(server.url, CONFIG)
+    assert engine.model == "tiny"  # the redirect was followed ...
+    assert server.seen[0] == ("/v1/models", "Bearer s3cret")
+    assert elsewhere.seen == [("/v1/models", None)]  # ... without the key
+
+
+def test_a_redirect_within_the_origin_keeps_the_key(
+    servers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
+    server = servers(redirects={"/v1/models": "/v1/models/"})
+    ServedEngine(server.url, CONFIG)
+    assert server.seen[:2] == [("/v1/models", "Bearer s3cret"), ("/v1/models/", "Bearer s3cret")]
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(EngineError, match="cannot connect"):
         ServedEngine("http://127.0.0.1:9", CONFIG)
+
+
+def test_the_timeout_bounds_the_first_request(servers: Any) -> None:
+    slow = servers(delay=30)
+    with pytest.raises(EngineError, match=r"/v1/models: no answer within 0\.2 s \(raise "):
+        ServedEngine(slow.url, CONFIG, timeout=0.2)
+
+
+def test_the_pool_passes_its_timeout_and_a_tests_own_to_the_first_request(
+    servers: Any,
+) -> None:
+    base, spec = servers(speculating=False, delay=30), servers(delay=30)
+    with pytest.raises(EngineError, match=r"no answer within 0\.3 s"):
+        ServedPool(base.url, spec.url, "SPECDECODE_API_KEY", timeout=0.3).acquire(BASE_CONFIG)
+    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY", timeout=900)
+    with pytest.raises(EngineError, match=r"no answer within 0\.25 s"):
+        pool.acquire(BASE_CONFIG, timeout=0.25)
+
+
+def test_the_pool_records_both_servers_and_their_models(servers: Any) -> None:
+    base, spec = servers(speculating=False), servers()
+    pool = ServedPool(base.url + "/", spec.url, "SPECDECODE_API_KEY", timeout=5)
+    engine = pool.acquire(CONFIG)
+    assert engine.role == "speculative" and engine.url == spec.url and engine.timeout == 5
+    assert pool.acquire(BASE_CONFIG).role == "baseline"
+    assert engine.info["served"] == {
+        "baseline": {"url": base.url, "model": "tiny"},
+        "speculative": {"url": spec.url, "model": "tiny"},
+    }
+
+
+def test_servers_of_different_models_are_refused(servers: Any) -> None:
+    base, spec = servers(model="tiny", speculating=False), servers(model="other")
+    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    with pytest.raises(ConfigError, match="serve different models") as info:
+        pool.acquire(BASE_CONFIG)
+    for fact in (base.url, spec.url, "'tiny'", "'other'"):
+        assert fact in str(info.value)
+
+
+def test_a_different_served_name_for_the_same_model_is_accepted(servers: Any) -> None:
+    base = servers(model="tiny", root="/models/tiny", speculating=False)
+    spec = servers(model="tiny-eagle", root="/models/tiny")
+    engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(CONFIG)
+    assert engine.info["served"]["speculative"] == {
+        "url": spec.url, "model": "tiny-eagle", "root": "/models/tiny"
+    }  # fmt: skip
+
+
+def test_a_baseline_server_that_speculates_is_refused(server: FakeServer) -> None:
+    pool = ServedPool(server.url, server.url, "SPECDECODE_API_KEY")
+    with pytest.raises(ConfigError, match="--specdecode-baseline-url .* speculates") as info:
+        pool.acquire(BASE_CONFIG)
+    assert "both options give the same URL" in str(info.value)
+
+
+def test_a_speculative_server_that_does_not_speculate_is_refused(servers: Any) -> None:
+    base, spec = servers(speculating=False), servers(speculating=False)
+    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    with pytest.raises(ConfigError, match="--specdecode-speculative-url .* does not speculate"):
+        pool.acquire(BASE_CONFIG)
+
+
+def test_a_baseline_whose_drafts_move_during_a_round_is_refused(servers: Any) -> None:
+    base, spec = servers(speculating=False), servers()
+    engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(BASE_CONFIG)
+    base.speculating = True  # e.g. the load balancer now sends us to a speculating replica
+    with pytest.raises(ConfigError, match="vllm:spec_decode_num_drafts went from 0 to 4"):
+        engine.generate(["a"], SAMPLING)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("ftp://host:8000", "expected the http:// or https:// URL"),
+        ("127.0.0.1:8000", "expected the http:// or https:// URL"),
+        ("http://", "expected the http:// or https:// URL"),
+        ("http://host:port", "not a valid URL"),
+        ("http://host:8000/v1", "without /v1"),
+        ("http://host:8000/?x=1", "without ?query"),
+        ("http://user:s3cret@host:8000", "credentials in the URL"),
+    ],
+)
+def test_url_settings_are_checked(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match="--specdecode-baseline-url: ") as info:
+        BY_NAME["baseline_url"].parse(value, "--specdecode-baseline-url")
+    assert message in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_url_settings_keep_a_good_url() -> None:
+    parse = BY_NAME["speculative_url"].parse
+    assert parse(" https://spec.example:8443/ ", "x") == "https://spec.example:8443"
+    assert parse("http://10.0.0.2/vllm", "x") == "http://10.0.0.2/vllm"  # behind a proxy
+
+
+def test_a_bad_url_is_a_usage_error_at_start_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", "ftp://127.0.0.1:1",
+        "--specdecode-speculative-url", "http://127.0.0.1:2",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--specdecode-baseline-url: expected the http:// or https://*"])
+
+
+def test_a_bad_url_in_the_ini_file_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nspecdecode_speculative_url = 127.0.0.1:8000\n")
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest_inprocess("--specdecode-baseline-url", "http://127.0.0.1:1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini specdecode_speculative_url: expected the http*"])
 
 
 SUITE = """
@@ -183,21 +392,47 @@ def test_served(specdecode):
 """
 
 
-def test_plugin_measures_two_servers(pytester: pytest.Pytester) -> None:
-    base, spec = FakeServer(), FakeServer()
-    try:
-        pytester.makepyfile(test_served=SUITE)
-        result = pytester.runpytest_inprocess(
-            "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
-            "--specdecode-trials", "2", "--specdecode-report", "r.json",
-        )  # fmt: skip
-        result.assert_outcomes(passed=1)
-        report = json.loads((pytester.path / "r.json").read_text())
-        assert report["results"][0]["memory"].startswith("served")
-        assert report["session"]["engine_starts"] == 0
-    finally:
-        base.close()
-        spec.close()
+def test_plugin_measures_two_servers(pytester: pytest.Pytester, servers: Any) -> None:
+    base, spec = servers(speculating=False), servers()
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
+        "--specdecode-trials", "2", "--specdecode-report", "r.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["results"][0]["memory"].startswith("served")
+    assert report["session"]["engine_starts"] == 0
+    assert report["environment"]["served"] == {
+        "baseline": {"url": base.url, "model": "tiny"},
+        "speculative": {"url": spec.url, "model": "tiny"},
+    }
+
+
+def test_plugin_refuses_a_baseline_url_that_speculates(
+    pytester: pytest.Pytester, server: FakeServer
+) -> None:
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", server.url, "--specdecode-speculative-url", server.url,
+        "--specdecode-trials", "2",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--specdecode-baseline-url http://127.0.0.1:* speculates*"])
+    assert server.requests == 0  # refused before anything was measured
+
+
+def test_plugin_timeout_bounds_a_served_engines_first_request(
+    pytester: pytest.Pytester, servers: Any
+) -> None:
+    base, spec = servers(speculating=False, delay=30), servers(delay=30)
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
+        "--specdecode-trials", "2", "--specdecode-timeout", "0.5",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*/v1/models: no answer within 0.5 s*"])
 
 
 def test_urls_go_together(pytester: pytest.Pytester) -> None:
