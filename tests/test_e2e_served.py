@@ -74,7 +74,8 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """The baseline server's URL, the speculative one's, and the target both serve."""
     root = tmp_path_factory.mktemp("served")
     pair = build_pair(root / "pair")
     spec = json.dumps(
@@ -89,7 +90,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     try:
         for url, proc, name in zip(urls, procs, ("baseline", "speculative"), strict=True):
             _wait_ready(url, proc, root / f"{name}.log")
-        yield urls[0], urls[1]
+        yield urls[0], urls[1], pair["target"]
     finally:
         for proc in procs:
             try:
@@ -100,7 +101,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
 
 
 def test_suite_measures_two_running_servers(
-    servers: tuple[str, str], pytester: pytest.Pytester
+    servers: tuple[str, str, str], pytester: pytest.Pytester
 ) -> None:
     pytester.makepyfile(test_served=SUITE)
     result = pytester.runpytest_subprocess(
@@ -116,3 +117,22 @@ def test_suite_measures_two_running_servers(
     assert report["environment"]["vllm"]
     assert report["session"]["engine_starts"] == 0
     assert "other_traffic" not in entry["notes"]
+    assert report["environment"]["served"] == {
+        "baseline": {"url": servers[0], "model": servers[2]},
+        "speculative": {"url": servers[1], "model": servers[2]},
+    }
+
+
+def test_a_baseline_url_that_speculates_is_refused(
+    servers: tuple[str, str, str], pytester: pytest.Pytester
+) -> None:
+    """Both URLs on the speculative server: refused before a round, naming the option."""
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--specdecode-baseline-url", servers[1],
+        "--specdecode-speculative-url", servers[1], "--specdecode-trials", "3", timeout=300,
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"*--specdecode-baseline-url {servers[1]} speculates (both options give the same URL)*"]
+    )
