@@ -230,10 +230,11 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
                 f"baseline {state.settings.get('compare')} NOT updated: the run was interrupted"
             )
         else:
-            baseline = state.updated_baseline()
-            writers.append(
-                ("baseline", state.settings.get("compare"), lambda p: report.write(p, baseline))
-            )
+
+            def update(path: str) -> None:
+                report.update_baseline(path, data["results"], data["environment"], data["session"])
+
+            writers.append(("baseline", state.settings.get("compare"), update))
     for name, path, write in writers:
         try:
             write(path)
@@ -244,11 +245,13 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
 
 
 def _nothing_matched(state: SpecDecodeSession, matching: Matching) -> str:
-    new = result_key(matching.pairs[0][0])
-    stored = result_key(matching.missing[0])
+    from .table import printable
+
+    new = printable(result_key(matching.pairs[0][0]))
+    stored = printable(result_key(matching.missing[0]))
     return (
         f"no result of this run matched the baseline {state.settings.get('compare')}: e.g. this "
-        f"run's {new!r} against the stored {stored!r}. The tests were renamed or pytest's rootdir "
+        f"run's '{new}' against the stored '{stored}'. The tests were renamed or pytest's rootdir "
         "differs from the saving run's; nothing was compared"
     )
 
@@ -282,13 +285,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def _comparison_summary(
     terminalreporter: pytest.TerminalReporter, state: SpecDecodeSession
 ) -> None:
-    from .table import render_comparison
+    from .table import printable, render_comparison
 
     terminalreporter.write_sep("=", "comparison with the baseline")
     if state.environment_changes:
         terminalreporter.write_line(
             "WARNING: the baseline comes from another environment: "
-            + "; ".join(state.environment_changes),
+            + printable("; ".join(state.environment_changes)),
             yellow=True,
             bold=True,
         )
@@ -297,7 +300,7 @@ def _comparison_summary(
     if shown:
         terminalreporter.write_line(render_comparison(shown))
     for key in missing:
-        terminalreporter.write_line(f"missing from this run: {key}")
+        terminalreporter.write_line(f"missing from this run: {printable(key)}")
     if any(v.status == "improved" for v in state.verdicts):
         terminalreporter.write_line(
             "some figures improved beyond the tolerance: refresh the baseline with "

@@ -214,18 +214,6 @@ class SpecDecodeSession:
             data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
         return data
 
-    def updated_baseline(self) -> dict[str, Any]:
-        """The baseline with the figures of the tests that ran replaced (others kept)."""
-        from . import report
-
-        fresh = self.report()
-        kept = (
-            StoredResults(self.baseline["results"] if self.baseline else [])
-            .match(fresh["results"])
-            .missing
-        )
-        return report.build(list(kept) + fresh["results"], fresh["environment"], fresh["session"])
-
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
     trimmed = dict(result)

@@ -1,0 +1,95 @@
+"""pytest-xdist on real vLLM: ``pytest -n 2`` saves, then compares, parametrized tests.
+
+Reproduces issue 16's crash (the worker's ``torch.__version__`` could not cross to the
+controller) and its lost verdicts (parametrized cases missing from the controller's comparison
+table). Each worker starts its own baseline and speculative engine once per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, surviving_processes
+
+pytest.importorskip("xdist")
+pytestmark = [needs_vllm, pytest.mark.slow]
+
+SUITE = """
+import pytest
+
+DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens": 4}}
+
+@pytest.mark.parametrize("case", ["a", "b"])
+@pytest.mark.specdecode("structured", speculative_config=DRAFT)
+def test_case(specdecode, case):
+    specdecode.run(["the hot word is", "water and people"], max_tokens=16)
+    specdecode.run(["we can see him now"], max_tokens=16, label="second")
+"""
+
+
+def _pytest(root: Path, tag: str, target: str, *args: str) -> tuple[int, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "test_suite.py",
+         "--specdecode-target", target, "--specdecode-engine-kwargs", json.dumps(ENGINE_KWARGS),
+         "--specdecode-trials", "3", "--specdecode-cost-ratio", "off", *args],
+        cwd=root, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SPECDECODE_E2E_TAG": tag},
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Save with two workers; make the stored speedups 5x better; compare with two workers."""
+    root = tmp_path_factory.mktemp("xdist")
+    pair = build_pair(root / "pair")
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test_suite.py").write_text(SUITE.format(draft=pair["draft"]))
+    tag = f"specdecode-xdist-{uuid.uuid4().hex}"
+    saved_code, saved_out = _pytest(root, tag, pair["target"], "--specdecode-save", "s.json")
+    saved = json.loads((root / "s.json").read_text()) if (root / "s.json").exists() else {}
+    if saved:
+        better = json.loads(json.dumps(saved))
+        for r in better["results"]:
+            r["speedup"] *= 5
+            r["ratios"] = [x * 5 for x in r["ratios"]]
+        (root / "better.json").write_text(json.dumps(better))
+    code, out = _pytest(root, tag, pair["target"], "--specdecode-compare", "better.json")
+    return {"saved_code": saved_code, "saved_out": saved_out, "saved": saved,
+            "code": code, "out": out, "tag": tag}  # fmt: skip
+
+
+def test_save_with_two_workers(runs: dict[str, Any]) -> None:
+    assert runs["saved_code"] == 0, runs["saved_out"]
+    assert "INTERNALERROR" not in runs["saved_out"]
+    results = runs["saved"]["results"]
+    assert sorted((r["nodeid"].split("::")[-1], r["label"]) for r in results) == [
+        ("test_case[a]", ""), ("test_case[a]", "second"),
+        ("test_case[b]", ""), ("test_case[b]", "second"),
+    ]  # fmt: skip
+    assert {r["worker"] for r in results} == {"gw0", "gw1"}
+    assert runs["saved"]["environment"]["torch"].endswith("+cpu")
+
+
+def test_every_parametrized_case_reaches_the_controller_table(runs: dict[str, Any]) -> None:
+    out = runs["out"]
+    assert runs["code"] == 1, out
+    assert "2 failed" in out, out
+    table = out.split("comparison with the baseline", 1)[1]
+    rows = [line for line in table.splitlines() if "REGRESSED" in line]
+    assert sorted(line.split()[0] for line in rows) == [
+        "test_case[a]", "test_case[a][second]", "test_case[b]", "test_case[b][second]",
+    ], out  # fmt: skip
+    assert "missing from this run" not in out
+
+
+def test_no_engine_outlives_either_run(runs: dict[str, Any]) -> None:
+    assert surviving_processes(runs["tag"]) == []
