@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .equivalence import DistributionCheck
 from .errors import ConfigError, GateError, InconclusiveError
+from .measure.equivalence import DistributionCheck
 from .result import Result
 
 
@@ -20,8 +20,7 @@ def _ci(result: Result) -> str:
 
 
 def _fail(result: Result, message: str) -> None:
-    result.gate_failures.append(message)
-    raise GateError(message)
+    raise GateError(message, result.key)
 
 
 def _check_min(name: str, value: object) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError
-from .stats import proportion_less, welch_less
+from .measure.stats import proportion_less, welch_less
 
 #: Significance level of the one-sided test.
 ALPHA = 0.05

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,8 @@ class EngineConfig:
         method = spec.get("method")
         if method:
             return str(method)
+        if not spec:
+            return "unknown"  # a served engine whose configuration is the server's
         return "ngram" if spec.get("model") == "ngram" else "draft_model"
 
     @property
@@ -184,7 +187,9 @@ class EngineConfig:
 
     def describe(self) -> str:
         if self.speculative_json is None:
-            return f"baseline engine ({self.target})"
+            return f"baseline engine ({self.target or 'served'})"
+        if not self.target:
+            return "speculative engine (served)"
         draft = f", draft {self.draft}" if self.draft else ""
         return (
             f"speculative engine ({self.target}, {self.method} "
@@ -249,3 +254,59 @@ class EngineConfig:
                     f"{self.target!r} has {target_vocab}; a draft model must share the target's "
                     "vocabulary (same tokenizer family)"
                 )
+
+
+def check_engine_kwargs(engine_kwargs: Mapping[str, Any], where: Callable[[str], str]) -> None:
+    """Every key must be an argument the installed vLLM's ``LLM()`` accepts (read from its
+    source, not imported); ``where(key)`` names the setting the key came from."""
+    from .vllm_schema import closest, installed_engine_args
+
+    schema = installed_engine_args()
+    if schema is None:
+        return
+    for key in engine_kwargs:
+        if key not in schema.names:
+            raise ConfigError(
+                f"{where(key)}: engine_kwargs: unknown argument {key!r}"
+                f"{closest(key, schema.names)}; the installed vLLM's LLM() and EngineArgs "
+                f"accept no such argument ({schema.source})"
+            )
+
+
+def engine_pair(
+    target: str | None,
+    speculative_config: Mapping[str, Any] | None,
+    engine_kwargs: Mapping[str, Any],
+    *,
+    served: bool,
+    where: Callable[[str], str],
+    hint: str,
+) -> tuple[EngineConfig, EngineConfig]:
+    """The baseline and speculative engine configurations of one target, validated without
+    vLLM: a target and a speculative config are required (a served pair may leave both to its
+    servers), engine_kwargs hold neither, and local ones name arguments and folders the
+    installed vLLM accepts. ``where(name)`` says where a value came from; ``hint`` is how to
+    give a missing one, with ``{option}`` and ``{name}`` filled in."""
+    for name, value, example in (
+        ("target", target, ""),
+        ("speculative_config", speculative_config,
+         ', e.g. {"method": "draft_model", "model": "/models/draft", "num_speculative_tokens": 4}'),
+    ):  # fmt: skip
+        if not value and not served:
+            how = hint.format(option=name.replace("_", "-"), name=name)
+            what = "target model" if name == "target" else "speculative config"
+            raise ConfigError(f"{where(name)}: no {what}: give {name}= {how}{example}")
+    for forbidden in ("model", "speculative_config"):
+        if forbidden in engine_kwargs:
+            raise ConfigError(
+                f"{where('engine_kwargs')}: engine_kwargs must not contain {forbidden!r}; use "
+                f"{'target' if forbidden == 'model' else 'speculative_config'}= instead"
+            )
+    baseline = EngineConfig.create(target or "", None, dict(engine_kwargs))
+    speculative = EngineConfig.create(
+        target or "", dict(speculative_config or {}), dict(engine_kwargs)
+    )
+    if not served:  # a served deployment's configuration is the server's business
+        check_engine_kwargs(engine_kwargs, where)
+        speculative.check_speculative_config(where("speculative_config"))
+    return baseline, speculative

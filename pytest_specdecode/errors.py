@@ -27,8 +27,13 @@ class EngineTimeoutError(EngineError):
     """The engine worker did not answer within the timeout and was killed."""
 
 
-class GateError(AssertionError):
-    """A speedup, acceptance or equivalence gate failed."""
+class GateError(SpecDecodeError, AssertionError):
+    """A speedup, acceptance or equivalence gate failed (an ``AssertionError`` too, so pytest
+    reports it as a failed assertion). ``key`` names the result it judged, when one did."""
+
+    def __init__(self, message: str, key: tuple[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class InconclusiveError(SpecDecodeError):
@@ -37,3 +42,8 @@ class InconclusiveError(SpecDecodeError):
     The plugin reports the test as skipped with the reason "inconclusive: ..." rather than as a
     coin-flip pass or fail.
     """
+
+
+class NoSpeculationError(SpecDecodeError):
+    """The speculative engine proposed no draft at all: the configuration, not the figures,
+    is wrong (e.g. n-gram lookup on prompts without repeated n-grams)."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine_config import EngineConfig
+from .engine_config import EngineConfig, engine_pair
 from .errors import ConfigError
 from .settings import (
     BY_NAME,
@@ -49,23 +49,6 @@ def marker_category(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | N
     return None if value is None else str(value)
 
 
-def check_engine_kwargs(engine_kwargs: Mapping[str, Any], where: Callable[[str], str]) -> None:
-    """Every key must be an argument the installed vLLM's ``LLM()`` accepts (read from its
-    source, not imported); ``where(key)`` names the setting the key came from."""
-    from .vllm_schema import closest, installed_engine_args
-
-    schema = installed_engine_args()
-    if schema is None:
-        return
-    for key in engine_kwargs:
-        if key not in schema.names:
-            raise ConfigError(
-                f"{where(key)}: engine_kwargs: unknown argument {key!r}"
-                f"{closest(key, schema.names)}; the installed vLLM's LLM() and EngineArgs "
-                f"accept no such argument ({schema.source})"
-            )
-
-
 def resolve(
     nodeid: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], settings: GlobalSettings
 ) -> TestSpec:
@@ -102,53 +85,35 @@ def resolve(
         return settings.get(name)
 
     served = settings.get("speculative_url") is not None
-    target = pick("target")
-    if target is None and served:
-        target = settings.get("speculative_url")
-    if target is None:
-        raise ConfigError(
-            f"{nodeid}: no target model: give target= on the marker, --specdecode-target on "
-            "the command line, or specdecode_target in the ini file"
-        )
-    spec_config = pick("speculative_config")
-    if not spec_config and served:
-        spec_config = {"method": "served"}
-    if not spec_config:
-        raise ConfigError(
-            f"{nodeid}: no speculative config: give speculative_config= on the marker, "
-            "--specdecode-speculative-config on the command line, or "
-            "specdecode_speculative_config in the ini file, e.g. "
-            '{"method": "draft_model", "model": "/models/draft", "num_speculative_tokens": 4}'
-        )
     engine_kwargs: dict[str, Any] = dict(settings.get("engine_kwargs") or {})
     if kwargs.get("engine_kwargs") is not None:
         engine_kwargs.update(BY_NAME["engine_kwargs"].parse(kwargs["engine_kwargs"], where))
         sources["engine_kwargs"] = "marker"
-    for forbidden in ("model", "speculative_config"):
-        if forbidden in engine_kwargs:
-            raise ConfigError(
-                f"{where}: engine_kwargs must not contain {forbidden!r}; use "
-                f"{'target' if forbidden == 'model' else 'speculative_config'}= instead"
-            )
-    if not served:  # a served deployment's engine arguments are the server's business
-        marker_keys = set(kwargs.get("engine_kwargs") or {})
-        check_engine_kwargs(
-            engine_kwargs,
-            lambda key: (
-                where if key in marker_keys else f"{nodeid} ({settings.source('engine_kwargs')})"
-            ),
-        )
+    marker_keys = set(kwargs.get("engine_kwargs") or {})
+
+    def came_from(name: str) -> str:
+        if name == "speculative_config":
+            return f"{nodeid}: speculative_config (from {sources.get(name, 'marker')})"
+        if name in ("target", "engine_kwargs") or name in marker_keys:
+            return where
+        return f"{nodeid} ({settings.source('engine_kwargs')})"  # an engine_kwargs key
+
+    baseline, speculative = engine_pair(
+        pick("target"),
+        pick("speculative_config"),
+        engine_kwargs,
+        served=served,
+        where=came_from,
+        hint=(
+            "on the marker, --specdecode-{option} on the command line, or specdecode_{name} "
+            "in the ini file"
+        ),
+    )
     gates = {
         name: parse_threshold(name, kwargs[name], where)
         for name in MARKER_THRESHOLDS
         if kwargs.get(name) is not None
     }
-    baseline = EngineConfig.create(str(target), None, engine_kwargs)
-    speculative = EngineConfig.create(str(target), spec_config, engine_kwargs)
-    if not served:  # a served deployment's config is the server's business
-        speculative.check_speculative_config(
-            f"{nodeid}: speculative_config (from {sources.get('speculative_config', 'marker')})"
-        )
     min_gpus = kwargs.get("min_gpus")
     if min_gpus is not None:
         min_gpus = BY_NAME["gpus_per_worker"].parse(min_gpus, f"{where}: min_gpus")

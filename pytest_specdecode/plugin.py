@@ -10,7 +10,7 @@ import pytest
 from .assertions import check_gates
 from .compare import Matching, result_key
 from .distributed import WORKERINPUT_KEY, XdistController, check_worker_count, to_wire
-from .errors import ConfigError, InconclusiveError
+from .errors import ConfigError, GateError, InconclusiveError
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
 from .session import SpecDecodeSession
@@ -55,9 +55,21 @@ def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
 
     try:
         settings = load_global(config.getoption, config.getini)
-        return SpecDecodeSession(settings=settings, progress=progress)
+        return SpecDecodeSession(
+            settings=settings,
+            progress=progress,
+            source_factory=lambda: config.hook.pytest_specdecode_engine_source(
+                config=config, settings=settings
+            ),
+        )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 @pytest.hookimpl(trylast=True)
@@ -146,18 +158,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    state = item.config.stash[SESSION_KEY]
     try:
         outcome = yield
     except InconclusiveError as exc:
         pytest.skip(f"inconclusive: {exc}")
-    state = item.config.stash[SESSION_KEY]
+    except GateError as exc:
+        state.gate_failed(item.nodeid, exc)
+        raise
     spec = state.specs.get(item.nodeid)
     failures: list[str] = []
     if spec is not None and spec.gates:
         try:
-            failures = [
-                m for r in state.results_for(item.nodeid) for m in check_gates(r, spec.gates)
-            ]
+            for result in state.results_for(item.nodeid):
+                for message in check_gates(result, spec.gates):
+                    state.gate_failed(item.nodeid, GateError(message, result.key))
+                    failures.append(message)
         except InconclusiveError as exc:
             pytest.skip(f"inconclusive: {exc}")
     failures += state.check_regressions(item.nodeid)
@@ -173,15 +189,13 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         state = item.config.stash[SESSION_KEY]
-        results = state.results_for(item.nodeid)
-        for result in results:
-            result.passed = None if report.skipped else report.passed
+        results = state.judge(item.nodeid, None if report.skipped else report.passed)
         if results and hasattr(item.config, "workerinput"):
             # pytest-xdist worker: the results travel to the controller with the report, as
             # plain JSON types (execnet cannot serialise anything else)
             worker = item.config.workerinput.get("workerid")
             extra = {
-                "specdecode_results": [{**r.to_dict(), "worker": worker} for r in results],
+                "specdecode_results": [{**state.entry(r), "worker": worker} for r in results],
                 "specdecode_verdicts": [vars(v) for v in state.verdicts if v.nodeid == item.nodeid],
                 "specdecode_engine_info": dict(state.engine_info),
             }

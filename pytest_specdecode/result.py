@@ -1,13 +1,25 @@
-"""The figures one ``specdecode.run()`` produces, as plain data."""
+"""The figures one ``run()`` produces: a frozen :class:`Result` and its one dict form.
+
+A result holds what was measured and what follows from it alone (theory, verdict); how a test
+judged it (its gates, pass or fail) lives beside it, in the session's :class:`Outcome`, so
+nothing changes a result after it is built. ``Result.to_dict()`` / ``Result.from_dict()``
+round-trip; report, saved-run and baseline entries are that dict plus the outcome's fields.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .backend import Counters
 
-@dataclass
+#: Report-entry fields that are not the result's: how the test judged it, and where it ran.
+OUTCOME_FIELDS = ("passed", "gate_failures", "worker")
+
+
+@dataclass(frozen=True)
 class EngineFigures:
     """What one engine did over the measured rounds."""
 
@@ -16,13 +28,17 @@ class EngineFigures:
     ttft: float | None  # seconds to the first token, mean over requests
     seconds: list[float]  # wall time of each measured round
     generated_tokens: int  # tokens generated per round
-    token_ids: list[list[int]]  # per prompt, from the last measured round
-    texts: list[str]
+    token_ids: list[list[int]] = field(default_factory=list)  # per prompt, last measured round
+    texts: list[str] = field(default_factory=list)
     memory_gib: float | None = None  # process-group RSS (CPU) or GPU memory (NVML)
     kv_cache_tokens: int | None = None  # KV cache capacity vLLM allocated
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EngineFigures:
+        return cls(**_known(cls, data))
 
-@dataclass
+
+@dataclass(frozen=True)
 class Divergence:
     """Where the speculative output first differs from the baseline for one prompt."""
 
@@ -32,46 +48,11 @@ class Divergence:
     speculative_token: int | None
 
 
-@dataclass
-class SpecCounters:
-    """A before/after delta of vLLM's speculative-decoding counters."""
-
-    num_drafts: int = 0
-    num_draft_tokens: int = 0
-    num_accepted_tokens: int = 0
-    accepted_per_position: list[int] = field(default_factory=list)
-
-    @classmethod
-    def delta(cls, before: dict[str, Any], after: dict[str, Any]) -> SpecCounters:
-        b_pos = list(before.get("accepted_per_position", []))
-        a_pos = list(after.get("accepted_per_position", []))
-        b_pos += [0] * (len(a_pos) - len(b_pos))
-        return cls(
-            num_drafts=after["num_drafts"] - before["num_drafts"],
-            num_draft_tokens=after["num_draft_tokens"] - before["num_draft_tokens"],
-            num_accepted_tokens=after["num_accepted_tokens"] - before["num_accepted_tokens"],
-            accepted_per_position=[a - b for a, b in zip(a_pos, b_pos, strict=False)],
-        )
-
-    @property
-    def acceptance_rate(self) -> float:
-        """accepted / draft tokens (vLLM's definition; not the theory's per-token alpha)."""
-        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
-
-    @property
-    def mean_acceptance_length(self) -> float:
-        """Tokens per verify step: 1 + accepted / drafts (the bonus token counts as one)."""
-        return 1.0 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 1.0
-
-    @property
-    def acceptance_per_position(self) -> list[float]:
-        """Share of drafts whose i-th speculative token was accepted (unconditional)."""
-        if not self.num_drafts:
-            return [0.0 for _ in self.accepted_per_position]
-        return [n / self.num_drafts for n in self.accepted_per_position]
+#: The counters' old name (kept for code written against it).
+SpecCounters = Counters
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
     """One paired measurement of a baseline and a speculative engine on the same prompts."""
 
@@ -115,10 +96,10 @@ class Result:
     adaptive: bool = False  # rounds were added until the interval was decisive
     inconclusive: str = ""  # why an adaptive measurement could not decide, if it could not
     notes: dict[str, Any] = field(default_factory=dict)  # free-form figures a test adds
-    passed: bool | None = None
-    gate_failures: list[str] = field(default_factory=list)
 
     def to_dict(self, *, with_outputs: bool = True) -> dict[str, Any]:
+        """Plain JSON values (non-finite numbers as null); without outputs, no token ids or
+        texts."""
         data = asdict(self)
         data["speedup_ci"] = list(self.speedup_ci)
         if not with_outputs:
@@ -127,6 +108,51 @@ class Result:
                 data[side].pop("texts")
         finite: dict[str, Any] = _finite(data)
         return finite
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Result:
+        """The result a ``to_dict()`` (or a report entry) describes; outcome fields and keys
+        this version does not know are ignored."""
+        values = _known(cls, data)
+        low, high = data["speedup_ci"]
+        values["speedup_ci"] = (_number(low), _number(high))
+        values["baseline"] = EngineFigures.from_dict(data["baseline"])
+        values["speculative"] = EngineFigures.from_dict(data["speculative"])
+        values["divergences"] = [Divergence(**d) for d in data.get("divergences") or []]
+        return cls(**values)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(node id, label): how results are told apart and matched across runs."""
+        return self.nodeid, self.label
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a test judged one of its results: whether the test passed (None: skipped or not
+    run) and the gate failures that name this result."""
+
+    passed: bool | None = None
+    gate_failures: tuple[str, ...] = ()
+
+
+def entry(result: Result, outcome: Outcome | None, *, with_outputs: bool = True) -> dict[str, Any]:
+    """A report entry: the result's dict and how its test judged it."""
+    outcome = outcome or Outcome()
+    return {
+        **result.to_dict(with_outputs=with_outputs),
+        "passed": outcome.passed,
+        "gate_failures": list(outcome.gate_failures),
+    }
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _finite(value: Any) -> Any:

@@ -9,21 +9,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backend import EngineSource
 from .compare import (
     Matching,
     ResultKey,
     StoredResults,
     Verdict,
-    compare_one,
     environment_differences,
     parse_tolerances,
     result_key,
+    verdicts_for,
 )
-from .engine import EnginePool
 from .environment import collect
-from .errors import ConfigError
+from .errors import ConfigError, GateError
 from .marker import TestSpec
-from .result import Result
+from .result import Outcome, Result, entry
 from .settings import BY_NAME, GlobalSettings
 
 
@@ -47,14 +47,18 @@ class SpecDecodeSession:
     sweeps: list[Any] = field(default_factory=list)
     #: distribution checks made with ``specdecode.sample_equivalence``
     distribution_checks: list[Any] = field(default_factory=list)
-    #: time per token of each draft model alone, by speculative engine key (cost ratio)
-    draft_tpots: dict[str, float | None] = field(default_factory=dict)
+    #: how each test judged its results, by result key (node id, label)
+    outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)
+    #: gate failures of the running tests, by result key (None: the test as a whole)
+    gate_failures: dict[tuple[str, str] | str, list[str]] = field(default_factory=dict)
+    #: where engines come from when not local vLLM workers or the served pair (a test fake)
+    source_factory: Callable[[], EngineSource | None] | None = None
     #: output files that could not be written at the end of the session (shown in the summary)
     output_errors: list[str] = field(default_factory=list)
     #: (what, path) of every file written at the end of the session
     written: list[tuple[str, str]] = field(default_factory=list)
     _environment: dict[str, Any] | None = None
-    _pool: EnginePool | None = None
+    _pool: EngineSource | None = None
 
     def __post_init__(self) -> None:
         if (self.settings.get("baseline_url") is None) != (
@@ -88,23 +92,23 @@ class SpecDecodeSession:
         return self.settings.get("speculative_url") is not None
 
     @property
-    def pool(self) -> EnginePool:
-        if self._pool is None and self.served:
-            from .served import ServedPool
-
-            self._pool = ServedPool(  # type: ignore[assignment]
-                self.settings.get("baseline_url"),
-                self.settings.get("speculative_url"),
-                self.settings.get("api_key_env"),
-                timeout=self.settings.get("timeout"),
-            )
+    def pool(self) -> EngineSource:
+        """The engines of the session: a fake from a plugin hook, the served pair the
+        settings name, or local vLLM workers."""
+        if self._pool is None and self.source_factory is not None:
+            self._pool = self.source_factory()
         if self._pool is None:
-            self._pool = EnginePool(
-                self.settings.get("max_engines"),
-                timeout=self.settings.get("timeout"),
-                progress=self.progress,
-            )
+            from .measure.bench import make_source
+
+            self._pool = make_source(self.settings, self.progress)
         return self._pool
+
+    @property
+    def local_engines(self) -> bool:
+        """Whether the tests start vLLM engines here (not servers, not a fake)."""
+        from .engine import EnginePool
+
+        return isinstance(self.pool, EnginePool)
 
     @property
     def engine_starts(self) -> int:
@@ -113,10 +117,34 @@ class SpecDecodeSession:
     def results_for(self, nodeid: str) -> list[Result]:
         return [r for r in self.results if r.nodeid == nodeid]
 
+    def add(self, result: Result, engine_info: dict[str, Any]) -> None:
+        """Take a result a test made (and its engines' facts, first come)."""
+        self.results.append(result)
+        if not self.engine_info:
+            self.engine_info.update(engine_info)
+
+    def gate_failed(self, nodeid: str, error: GateError) -> None:
+        """Record a failed gate of a running test (under its result, when it names one)."""
+        key = error.key if error.key is not None else nodeid
+        self.gate_failures.setdefault(key, []).append(str(error))
+
+    def judge(self, nodeid: str, passed: bool | None) -> list[Result]:
+        """A test ended: its results' outcomes. Returns the test's results."""
+        results = self.results_for(nodeid)
+        whole = self.gate_failures.pop(nodeid, [])
+        for result in results:
+            mine = self.gate_failures.pop(result.key, [])
+            self.outcomes[result.key] = Outcome(passed, tuple(mine + whole))
+        return results
+
+    def entry(self, result: Result, *, with_outputs: bool = True) -> dict[str, Any]:
+        """A local result as a report entry, with its test's outcome."""
+        return entry(result, self.outcomes.get(result.key), with_outputs=with_outputs)
+
     def result_dicts(self, *, with_outputs: bool = True) -> list[dict[str, Any]]:
         """Every result of the session as report entries: local ones, then those from
         pytest-xdist workers."""
-        local = [r.to_dict(with_outputs=with_outputs) for r in self.results]
+        local = [self.entry(r, with_outputs=with_outputs) for r in self.results]
         remote = self.remote_results
         if not with_outputs:
             remote = [_without_outputs(r) for r in remote]
@@ -147,34 +175,31 @@ class SpecDecodeSession:
         """Compare this test's results with the baseline; returns failure messages."""
         if self.baseline is None:
             return []
-        failures = []
-        for result in self.results_for(nodeid):
-            new = result.to_dict(with_outputs=False)
-            stored = self._stored.find(ResultKey.of(new))
-            if stored is None:
-                self.verdicts.append(Verdict(result_key(new), "", "new", nodeid=nodeid))
-                continue
-            changes = environment_differences(
-                self.baseline.get("environment", {}), self.environment()
+        new = [r.to_dict(with_outputs=False) for r in self.results_for(nodeid)]
+        matching = self._stored.match(new)
+        if any(s is not None for _, s in matching.pairs) and self._environment_refused():
+            return [
+                f"{result_key(r)}: not compared: the baseline was measured in another environment "
+                f"({'; '.join(self.environment_changes)}) and --specdecode-strict-environment "
+                "is set"
+                for r, s in matching.pairs
+                if s is not None
+            ]
+        verdicts = verdicts_for(Matching(matching.pairs), self.tolerances)
+        self.verdicts.extend(verdicts)
+        return ["regression: " + v.describe() for v in verdicts if v.status == "regressed"]
+
+    def _environment_refused(self) -> bool:
+        """Warn (once) when the baseline comes from another environment; True when
+        --specdecode-strict-environment makes that an error."""
+        assert self.baseline is not None
+        changes = environment_differences(self.baseline.get("environment", {}), self.environment())
+        if changes and not self.environment_changes:
+            self.environment_changes = changes
+            self.progress(
+                "WARNING: comparing with a baseline from another environment: " + "; ".join(changes)
             )
-            if changes and not self.environment_changes:
-                self.environment_changes = changes
-                self.progress(
-                    "WARNING: comparing with a baseline from another environment: "
-                    + "; ".join(changes)
-                )
-            if changes and self.settings.get("strict_environment"):
-                failures.append(
-                    f"{result_key(new)}: not compared: the baseline was measured in another "
-                    f"environment ({'; '.join(changes)}) and --specdecode-strict-environment is set"
-                )
-                continue
-            for tolerance in self.tolerances:
-                verdict = compare_one(stored, new, tolerance)
-                self.verdicts.append(verdict)
-                if verdict.status == "regressed":
-                    failures.append("regression: " + verdict.describe())
-        return failures
+        return bool(changes) and bool(self.settings.get("strict_environment"))
 
     def speedup_floor(self, nodeid: str, label: str | None) -> float | None:
         """The stored speedup less its tolerance, when comparing with a baseline."""

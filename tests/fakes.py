@@ -1,57 +1,158 @@
-"""Stand-ins for engines: synthetic paired rounds, for plugin tests that need no vLLM."""
+"""A simulated engine backend, for plugin tests that need no vLLM.
+
+:class:`FakeSource` implements :class:`~pytest_specdecode.backend.EngineSource` and its engines
+:class:`~pytest_specdecode.backend.EngineBackend`: the measurement code runs unchanged on them.
+Baseline rounds take about 1 s, speculative ones 1 / ``speedup`` s, each with log-normal noise;
+a draft model alone runs at a tenth of the target's time per token. Tests select it through
+the ``pytest_specdecode_engine_source`` hook (:class:`FakePlugin`, or a conftest).
+"""
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specdecode.result import SpecCounters
+from pytest_specdecode.backend import (
+    Counters,
+    EngineBackend,
+    EngineSource,
+    Placement,
+    PlainCalls,
+    RequestFigures,
+    Round,
+)
+from pytest_specdecode.engine_config import EngineConfig
+from pytest_specdecode.platform import Device
 
 
-class FakeEngines:
-    """Synthetic paired rounds with a set speedup and acceptance."""
+class FakeEngine(PlainCalls):
+    """One simulated engine: a baseline, a speculative engine or a draft model alone."""
+
+    def __init__(self, config: EngineConfig, source: FakeSource, draft: bool) -> None:
+        self.config = config
+        self.source = source
+        self.draft = draft
+        self.placement = Placement({}, "fake", {})
+        self.info: dict[str, Any] = {"vllm_version": "fake", "torch_version": "fake"}
+        self.timeout = 900.0
+        self._counters = Counters()
+
+    @property
+    def alive(self) -> bool:
+        return True
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    def generate_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
+    ) -> Round:
+        source = self.source
+        source.rounds += self.config.speculative_json is not None
+        tpot = 0.0001 if self.draft else 0.001
+        request = RequestFigures((1, 2, 3, 4), "abcd", 0.01, tpot)
+        elapsed = math.exp(source.rng.gauss(0, source.noise))
+        if self.config.speculative_json is not None:
+            k = self.config.num_speculative_tokens
+            speedup = source.speedup
+            if source.speedup_fn is not None:
+                speedup = source.speedup_fn(k, concurrency)
+            elapsed /= speedup
+            accepted = round(400 * min(1.0, source.acceptance + source.rng.gauss(0, 0.01)))
+            self._counters = self._counters + Counters(100, 400, accepted, (accepted // 4,) * 4)
+        return Round(elapsed, (request,) * len(prompts))
+
+    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
+        n, tokens = int(sampling.get("n", 1)), int(sampling["max_tokens"])
+        rng = self.source.rng
+        return [[[rng.randrange(4) for _ in range(tokens)] for _ in range(n)] for _ in prompts]
+
+    def counters(self) -> Counters:
+        return self._counters
+
+    def close(self) -> None:
+        self.source.closed += 1
+
+
+class FakeSource:
+    """Simulated engines with a set speedup, acceptance and per-round noise."""
+
+    max_engines = 2
 
     def __init__(self) -> None:
         self.speedup = 2.0
         self.acceptance = 0.8
-        self.rng = random.Random(0)
         self.noise = 0.02  # sd of a round's log time
         self.speedup_fn: Any = None  # (k, concurrency) -> speedup, for sweeps
-        self.rounds = 0  # rounds generated, over all runs
-        self.draft_timings = 0
+        self.rng = random.Random(0)
+        self.rounds = 0  # speculative rounds generated, over all runs
+        self.draft_timings = 0  # draft models started alone (cost ratio)
+        self.starts = 0
+        self.start_seconds = 0.0
+        self.closed = 0
+        self.device = Device("cpu", "fake CPU")
+        self._engines: dict[str, FakeEngine] = {}
+        self._drafts: set[str] = set()
 
-    def draft_tpot(self, *args: Any, **kwargs: Any) -> float:
-        """Time per token of the draft alone: a tenth of the target's (0.001 s)."""
-        self.draft_timings += 1
-        return 0.0001
+    def acquire(
+        self,
+        config: EngineConfig,
+        *,
+        keep: Sequence[EngineConfig] = (),
+        timeout: float | None = None,
+    ) -> EngineBackend:
+        if config.draft:
+            self._drafts.add(config.draft)
+        engine = self._engines.get(config.key)
+        if engine is None:
+            draft = config.speculative_json is None and config.target in self._drafts
+            engine = self._engines[config.key] = FakeEngine(config, self, draft)
+            self.starts += 1
+            self.draft_timings += draft
+        if timeout:
+            engine.timeout = timeout
+        return engine
 
-    def __call__(
-        self, pool: Any, baseline: Any, speculative: Any, prompts: Any,
-        sampling: dict[str, Any], *, trials: int, **kwargs: Any,
-    ) -> dict[str, Any]:  # fmt: skip
-        def rnd(elapsed: float) -> dict[str, Any]:
-            reqs = [{"token_ids": [1, 2, 3, 4], "text": "abcd", "ttft": 0.01, "tpot": 0.001}]
-            return {"elapsed": elapsed, "requests": reqs * len(prompts)}
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()
 
-        base, spec, per_round = [], [], []
-        stop = kwargs.get("stop")
-        speedup = self.speedup
-        if self.speedup_fn is not None:
-            speedup = self.speedup_fn(speculative.num_speculative_tokens, kwargs["concurrency"])
-        for _ in range(trials):
-            self.rounds += 1
-            base.append(rnd(1.0 * math.exp(self.rng.gauss(0, self.noise))))
-            spec.append(rnd(1.0 / speedup * math.exp(self.rng.gauss(0, self.noise))))
-            accepted = round(400 * min(1.0, self.acceptance + self.rng.gauss(0, 0.01)))
-            per_round.append(SpecCounters(100, 400, accepted, [accepted // 4] * 4))
-            ratios = [b["elapsed"] / s["elapsed"] for b, s in zip(base, spec, strict=True)]
-            if stop is not None and len(ratios) >= 3 and stop(ratios):
-                break
-        total = SpecCounters(
-            sum(c.num_drafts for c in per_round), sum(c.num_draft_tokens for c in per_round),
-            sum(c.num_accepted_tokens for c in per_round),
-            [sum(c.accepted_per_position[i] for c in per_round) for i in range(4)],
-        )  # fmt: skip
-        return {"baseline": base, "speculative": spec, "counters": total,
-                "round_counters": per_round, "mode": "interleaved", "memory": "fake"}  # fmt: skip
+
+class FakePlugin:
+    """A pytest plugin object that puts a session's specdecode tests on ``source``."""
+
+    def __init__(self, source: FakeSource) -> None:
+        self.source = source
+
+    def pytest_specdecode_engine_source(self, config: Any, settings: Any) -> EngineSource:
+        return self.source
+
+
+def use_fake(pytester: Any, monkeypatch: Any, source: FakeSource | None = None) -> FakeSource:
+    """Every in-process pytester run of the calling test gets ``source`` as its engines."""
+    import functools
+
+    source = source or FakeSource()
+    for name in ("runpytest_inprocess", "inline_run"):
+        run = getattr(pytester, name)
+        monkeypatch.setattr(pytester, name, functools.partial(run, plugins=[FakePlugin(source)]))
+    return source
+
+
+#: conftest.py text for subprocess runs: the engines are a FakeSource whose speedup comes
+#: from $FAKE_SPEEDUP (default 2.0).
+CONFTEST = """
+import os, sys
+sys.path.insert(0, {repo!r})
+from tests.fakes import FakeSource
+
+source = FakeSource()
+source.speedup = float(os.environ.get("FAKE_SPEEDUP", "2.0"))
+
+def pytest_specdecode_engine_source(config, settings):
+    return source
+"""

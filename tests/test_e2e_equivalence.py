@@ -15,7 +15,7 @@ import pytest
 
 from pytest_specdecode.engine import EnginePool
 from pytest_specdecode.engine_config import EngineConfig
-from pytest_specdecode.equivalence import compare_distributions
+from pytest_specdecode.measure.equivalence import compare_distributions
 from pytest_specdecode.platform import is_vllm_cpu
 
 from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm

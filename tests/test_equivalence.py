@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import assert_outputs_equivalent
-from pytest_specdecode.equivalence import compare_distributions
 from pytest_specdecode.errors import ConfigError, GateError
-from pytest_specdecode.stats import chi2_sf, homogeneity_test
+from pytest_specdecode.measure.equivalence import compare_distributions
+from pytest_specdecode.measure.stats import chi2_sf, homogeneity_test
 
 from .helpers import fake_result
 

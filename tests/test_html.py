@@ -12,7 +12,7 @@ import pytest
 
 from pytest_specdecode.__main__ import main as cli_main
 
-from .fakes import FakeEngines
+from .fakes import use_fake
 
 # imported here, before any in-process pytester run, so that its module snapshot keeps it
 pytest.importorskip("matplotlib.pyplot")
@@ -39,12 +39,8 @@ def test_sweep(specdecode):
 
 @pytest.fixture
 def report_page(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    import pytest_specdecode.fixtures as fixtures
-
-    engines = FakeEngines()
+    engines = use_fake(pytester, monkeypatch)
     engines.speedup_fn = lambda k, c: 2.0 if c is None else (1.0 + 0.2 * k) / (1 + c / 16)
-    monkeypatch.setattr(fixtures, "run_paired", engines)
-    monkeypatch.setattr(fixtures, "vllm_available", lambda: True)
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_inprocess(
         "--specdecode-html", "report.html", "--specdecode-report", "report.json"

@@ -1,7 +1,7 @@
 """Input checks of issue 16: duplicate result keys, model folders, engine arguments, prompt
 lengths against ``max_model_len``, and the shapes of ``run()``'s arguments.
 
-All refused before any engine starts: the engines are faked (``run_paired`` raises if reached)
+All refused before any engine starts: the engines are a fake source that fails if asked for
 and the token counts use the committed tiny tokenizer.
 """
 
@@ -16,20 +16,19 @@ from typing import Any
 
 import pytest
 
-import pytest_specdecode.fixtures as fixtures
 import pytest_specdecode.vllm_schema as vllm_schema
 from pytest_specdecode.engine_config import EngineConfig, max_model_len, tokenizer_file
 from pytest_specdecode.errors import ConfigError
-from pytest_specdecode.fixtures import SpecDecode
 from pytest_specdecode.marker import TestSpec as Spec
 from pytest_specdecode.marker import resolve
-from pytest_specdecode.measure import check_lengths, prompt_lengths
+from pytest_specdecode.measure.bench import Bench
+from pytest_specdecode.measure.inputs import check_lengths, prompt_lengths, structured_outputs
 from pytest_specdecode.settings import load_global
 from pytest_specdecode.tiny import WEIGHTS_DIR
 from pytest_specdecode.vllm_schema import EngineArgsSchema, installed_engine_args, parse_engine_args
 
 from .e2e_support import ENGINE_KWARGS, needs_vllm
-from .fakes import FakeEngines
+from .fakes import FakeSource, use_fake
 
 TINY_TARGET = WEIGHTS_DIR / "target"
 TINY_TOKENIZER = TINY_TARGET / "tokenizer.json"
@@ -46,35 +45,30 @@ def spec_for(
     return resolve("t.py::test_a", ("structured",), kwargs, settings)
 
 
-class NoEngines:
-    """A session that may be asked only whether it is served: any other use means the
-    refusal came too late (after engines would have been touched)."""
+class RefusingSource(FakeSource):
+    """Engines that must never be asked for: the input should be refused before."""
 
-    served = False
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"session.{name} used before the input was refused")
-
-
-@pytest.fixture
-def refuse_engines(monkeypatch: pytest.MonkeyPatch) -> None:
-    def started(*args: Any, **kwargs: Any) -> Any:
+    def acquire(self, config: EngineConfig, **kwargs: Any) -> Any:
         raise AssertionError("an engine would have started")
 
-    monkeypatch.setattr(fixtures, "run_paired", started)
+
+@pytest.fixture
+def refuse_engines() -> None:
+    """Documents that the test's run() must be refused before any engine is asked for
+    (:class:`RefusingSource` fails the test otherwise)."""
 
 
-def specdecode_for(spec: Spec) -> SpecDecode:
-    return SpecDecode(NoEngines(), spec)  # type: ignore[arg-type]
+def specdecode_for(spec: Spec) -> Bench:
+    settings = load_global(lambda d: None, lambda n: None)
+    return Bench.of(
+        spec.baseline, spec.speculative, settings, name=spec.nodeid, source=RefusingSource()
+    )
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeEngines:
-    engines = FakeEngines()
-    monkeypatch.setattr(fixtures, "run_paired", engines)
-    monkeypatch.setattr(fixtures, "vllm_available", lambda: True)
+def fake(monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester) -> FakeSource:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    return engines
+    return use_fake(pytester, monkeypatch)
 
 
 def saved_keys(path: Path) -> list[tuple[str, str]]:
@@ -116,7 +110,7 @@ def test_sweep_twice(specdecode):
 """
 
 
-def test_duplicate_result_keys_are_refused(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+def test_duplicate_result_keys_are_refused(pytester: pytest.Pytester, fake: FakeSource) -> None:
     pytester.makepyfile(test_labels=LABELS)
     result = pytester.runpytest_inprocess(
         "--specdecode-report", "r.json", "--specdecode-trials", "3"
@@ -139,7 +133,7 @@ def test_duplicate_result_keys_are_refused(pytester: pytest.Pytester, fake: Fake
 
 
 def test_sweep_with_a_repeated_value_is_refused_before_it_runs(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     pytester.makepyfile(
         """
@@ -399,7 +393,7 @@ def test_tokenizer_file_only_where_vllm_would_read_it(tmp_path: Path) -> None:
 
 def test_counting_tokens_imports_neither_torch_nor_transformers() -> None:
     code = (
-        "import sys; from pytest_specdecode.measure import prompt_lengths;"
+        "import sys; from pytest_specdecode.measure.inputs import prompt_lengths;"
         f"n = prompt_lengths(['hello world'], __import__('pathlib').Path({str(TINY_TOKENIZER)!r}));"
         "assert n[0], n;"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'vllm')];"
@@ -418,7 +412,7 @@ def test_importing_the_plugin_imports_no_tokenizer_or_engine() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_short_generation_is_noted(pytester: pytest.Pytester, fake: FakeEngines) -> None:
+def test_short_generation_is_noted(pytester: pytest.Pytester, fake: FakeSource) -> None:
     """The figures count generated tokens; a result says when fewer were made than asked."""
     pytester.makepyfile(
         """
@@ -489,6 +483,6 @@ def test_bad_json_schema(schema: Any, message: str, refuse_engines: None) -> Non
 
 def test_json_schema_shapes() -> None:
     schema = {"type": "object"}
-    assert fixtures.structured_outputs(None, 2) is None
-    assert fixtures.structured_outputs(schema, 2) == {"json": schema}
-    assert fixtures.structured_outputs((schema, schema), 2) == [{"json": schema}] * 2
+    assert structured_outputs(None, 2) is None
+    assert structured_outputs(schema, 2) == {"json": schema}
+    assert structured_outputs((schema, schema), 2) == [{"json": schema}] * 2

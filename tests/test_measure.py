@@ -1,8 +1,9 @@
 import pytest
 
-from pytest_specdecode.errors import ConfigError, GateError
-from pytest_specdecode.measure import compare_outputs, validate_prompts
-from pytest_specdecode.result import SpecCounters
+from pytest_specdecode.backend import Counters
+from pytest_specdecode.errors import ConfigError, NoSpeculationError
+from pytest_specdecode.measure.figures import compare_outputs
+from pytest_specdecode.measure.inputs import validate_prompts
 
 from .helpers import fake_result
 
@@ -20,9 +21,9 @@ def test_counter_delta_and_derived_figures() -> None:
         "num_accepted_tokens": 40,
         "accepted_per_position": [14, 11, 9, 6],
     }
-    delta = SpecCounters.delta(before, after)
+    delta = Counters.of(after).since(Counters.of(before))
     assert (delta.num_drafts, delta.num_draft_tokens, delta.num_accepted_tokens) == (10, 40, 30)
-    assert delta.accepted_per_position == [10, 8, 7, 5]
+    assert delta.accepted_per_position == (10, 8, 7, 5)
     assert delta.acceptance_rate == pytest.approx(0.75)
     assert delta.mean_acceptance_length == pytest.approx(4.0)
     assert delta.acceptance_per_position == pytest.approx([1.0, 0.8, 0.7, 0.5])
@@ -41,7 +42,7 @@ def test_counter_delta_when_vector_appears_later() -> None:
         "num_accepted_tokens": 3,
         "accepted_per_position": [2, 1],
     }
-    assert SpecCounters.delta(before, after).accepted_per_position == [2, 1]
+    assert Counters.of(after).since(Counters.of(before)).accepted_per_position == (2, 1)
 
 
 def test_compare_outputs_reports_first_divergence() -> None:
@@ -76,14 +77,13 @@ def test_build_result_figures() -> None:
         "match_rate",
         "baseline",
         "speculative",
-        "passed",
     ):
         assert key in data
 
 
 def test_zero_drafts_says_speculation_never_ran() -> None:
-    with pytest.raises(GateError, match="speculation never ran"):
-        fake_result(counters=SpecCounters(0, 0, 0, []))
+    with pytest.raises(NoSpeculationError, match="speculation never ran"):
+        fake_result(counters=Counters(0, 0, 0, ()))
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_validate_prompts(prompts: object, match: str) -> None:
 
 
 def test_adaptive_stop_rule() -> None:
-    from pytest_specdecode.measure import adaptive_stop
+    from pytest_specdecode.measure.paired import adaptive_stop
 
     decisive = adaptive_stop([1.5], precision=0.03)
     assert decisive([2.0, 2.02, 1.98])  # interval far above 1.5

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import pytest_specdecode.fixtures as fixtures
 from pytest_specdecode.compare import ResultKey, StoredResults
 from pytest_specdecode.distributed import to_wire
 
-from .fakes import FakeEngines
+from .fakes import CONFTEST as FAKE_CONFTEST
+from .fakes import FakeSource, use_fake
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,20 +36,17 @@ def test_run(specdecode, i):
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester) -> FakeEngines:
-    engines = FakeEngines()
-    monkeypatch.setattr(fixtures, "run_paired", engines)
-    monkeypatch.setattr(fixtures, "vllm_available", lambda: True)
+def fake(monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester) -> FakeSource:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     pytester.makepyfile(test_suite=SUITE)
-    return engines
+    return use_fake(pytester, monkeypatch)
 
 
 # -- output paths are checked before anything runs ------------------------------------------
 
 
 def test_output_under_a_file_is_a_usage_error_before_any_test(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     (pytester.path / "afile").write_text("x")
     result = pytester.runpytest_inprocess(
@@ -63,7 +60,7 @@ def test_output_under_a_file_is_a_usage_error_before_any_test(
 
 
 def test_output_that_is_a_folder_is_a_usage_error(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     (pytester.path / "out").mkdir()
     result = pytester.runpytest_inprocess("--specdecode-save", "out")
@@ -72,7 +69,7 @@ def test_output_that_is_a_folder_is_a_usage_error(
 
 
 def test_saving_over_the_compared_baseline_is_refused(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     assert pytester.runpytest_inprocess("--specdecode-save", "b.json").ret == 0
     before = (pytester.path / "b.json").read_text()
@@ -85,7 +82,7 @@ def test_saving_over_the_compared_baseline_is_refused(
 
 
 def test_html_without_matplotlib_is_a_usage_error_at_start(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     pytester.makeconftest("import sys\nsys.modules['matplotlib'] = None\n")
     result = pytester.runpytest_subprocess(
@@ -107,7 +104,7 @@ def pytest_runtest_teardown(item):
 
 
 def test_a_failed_write_keeps_the_other_files_and_the_summary(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     pytester.makeconftest(BLOCKER)
     result = pytester.runpytest_inprocess(
@@ -126,17 +123,7 @@ def test_a_failed_write_keeps_the_other_files_and_the_summary(
 
 # -- keys that survive a moved rootdir; nothing matched is an error --------------------------
 
-CONFTEST = f"""
-import os, sys
-sys.path.insert(0, {str(REPO)!r})
-import pytest_specdecode.fixtures as fixtures
-from tests.fakes import FakeEngines
-
-engines = FakeEngines()
-engines.speedup = float(os.environ.get("FAKE_SPEEDUP", "2.0"))
-fixtures.run_paired = engines
-fixtures.vllm_available = lambda: True
-"""
+CONFTEST = FAKE_CONFTEST.format(repo=str(REPO))
 
 
 def _pytest(cwd: Path, *args: str, speedup: float = 2.0) -> subprocess.CompletedProcess[str]:
@@ -189,7 +176,7 @@ def test_baseline_outside_the_rootdir_still_matches(tmp_path: Path) -> None:
 
 
 def test_a_compare_where_nothing_matches_is_an_error(
-    pytester: pytest.Pytester, fake: FakeEngines
+    pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
     assert pytester.runpytest_inprocess("--specdecode-save", "b.json").ret == 0
     data = json.loads((pytester.path / "b.json").read_text())
@@ -227,12 +214,12 @@ XDIST_CONFTEST = (
 class TorchVersion(str):
     """Like torch.torch_version.TorchVersion: a str subclass execnet refuses."""
 
-_run = engines.__call__
-def run(*args, **kwargs):
-    raw = _run(*args, **kwargs)
-    raw["engine_info"] = {"torch_version": TorchVersion("2.13.0"), "vllm_version": "0.32.0"}
-    return raw
-fixtures.run_paired = run
+_acquire = source.acquire
+def acquire(config, **kwargs):
+    engine = _acquire(config, **kwargs)
+    engine.info = {"torch_version": TorchVersion("2.13.0"), "vllm_version": "0.32.0"}
+    return engine
+source.acquire = acquire
 '''
 )
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from pytest_specdecode.stats import mean, ratio_interval, t975
+from pytest_specdecode.measure.stats import mean, ratio_interval, t975
 
 
 def test_t975_known_values_and_interpolation() -> None:

@@ -1,15 +1,15 @@
 from pytest_specdecode.compare import Verdict
+from pytest_specdecode.measure.figures import with_notes
+from pytest_specdecode.result import Outcome, entry
 from pytest_specdecode.table import HEADERS, printable, render, render_comparison
 
 from .helpers import fake_result
 
 
 def test_table_renders_one_row_per_result_outside_pytest() -> None:
-    a = fake_result()
-    a.passed = True
-    b = fake_result(spec_times=(2.0, 2.2, 1.8))
-    b.passed = False
-    text = render([a.to_dict(with_outputs=False), b.to_dict(with_outputs=False)])
+    a = entry(fake_result(), Outcome(passed=True), with_outputs=False)
+    b = entry(fake_result(spec_times=(2.0, 2.2, 1.8)), Outcome(passed=False), with_outputs=False)
+    text = render([a, b])
     lines = text.splitlines()
     assert all(h in lines[0] for h in ("speedup [95% CI]", "accept rate", "match"))
     assert len(lines) == 2 + 2
@@ -27,8 +27,7 @@ def test_markdown_table() -> None:
 def test_notes_column_only_when_notes_exist() -> None:
     plain = fake_result().to_dict()
     assert "notes" not in render([plain]).splitlines()[0]
-    noted = fake_result()
-    noted.notes["json_valid"] = "8/8"
+    noted = with_notes(fake_result(), json_valid="8/8")
     text = render([plain, noted.to_dict()])
     assert "notes" in text.splitlines()[0]
     assert text.splitlines()[-1].rstrip().endswith("json_valid=8/8")

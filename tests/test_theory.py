@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from pytest_specdecode.theory import (
+from pytest_specdecode.measure.theory import (
     acceptance_rate_from_alpha,
     alpha_from_counts,
     expected_tokens_per_step,

@@ -1,8 +1,10 @@
+from dataclasses import replace
+
 import pytest
 
 from pytest_specdecode import assert_extra_memory
 from pytest_specdecode.errors import GateError
-from pytest_specdecode.verdict import INCONCLUSIVE, NOT_WORTH, WORTH, judge
+from pytest_specdecode.measure.verdict import INCONCLUSIVE, NOT_WORTH, WORTH, judge
 
 from .helpers import fake_result
 
@@ -13,8 +15,7 @@ def test_clear_speedup_is_worth_it() -> None:
 
 
 def test_slowdown_with_low_alpha_names_the_cost_ratio() -> None:
-    result = fake_result(spec_times=(2.0, 2.2, 1.8))
-    result.alpha, result.cost_ratio = 0.2, 0.3
+    result = replace(fake_result(spec_times=(2.0, 2.2, 1.8)), alpha=0.2, cost_ratio=0.3)
     verdict, reasons = judge(result)
     assert verdict == NOT_WORTH
     assert any("acceptance too low for this cost ratio" in r for r in reasons)
@@ -27,9 +28,13 @@ def test_straddling_one_is_inconclusive() -> None:
 
 
 def test_memory_gate() -> None:
-    result = fake_result()
-    result.baseline.memory_gib, result.speculative.memory_gib = 1.0, 3.5
-    result.extra_memory_gib = 2.5
+    plain = fake_result()
+    result = replace(
+        plain,
+        baseline=replace(plain.baseline, memory_gib=1.0),
+        speculative=replace(plain.speculative, memory_gib=3.5),
+        extra_memory_gib=2.5,
+    )
     verdict, reasons = judge(result, max_extra_memory_gib=1.0)
     assert verdict == NOT_WORTH and "above the 1 GiB allowed" in reasons[-1]
     assert_extra_memory(result, max=3.0)

@@ -11,6 +11,8 @@ from pytest_specdecode.distributed import check_worker_count, gpu_groups
 from pytest_specdecode.errors import ConfigError
 from pytest_specdecode.platform import Gpu
 
+from .fakes import CONFTEST as FAKE_CONFTEST
+
 pytest.importorskip("xdist")
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,15 +34,7 @@ def test_more_workers_than_gpus_is_an_error() -> None:
     check_worker_count(8, [], 0, 1)  # no GPU: CPU engines, any worker count
 
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(REPO)!r})
-import pytest_specdecode.fixtures as fixtures
-from tests.fakes import FakeEngines
-
-fixtures.run_paired = FakeEngines()
-fixtures.vllm_available = lambda: True
-"""
+CONFTEST = FAKE_CONFTEST.format(repo=str(REPO))
 
 SUITE = """
 import os

@@ -1,0 +1,236 @@
+"""The engine boundary: what every backend (a local vLLM worker, a served endpoint, a test
+fake) implements, and the data that crosses it.
+
+Data crosses as frozen dataclasses of plain values; :class:`EngineBackend` and
+:class:`EngineSource` are the only things the measurement layer knows of engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .engine_config import EngineConfig
+from .platform import Device
+
+#: vLLM's speculative-decoding counters (``LLM.get_metrics()`` names; ``/metrics`` adds
+#: ``_total``), by the field of :class:`Counters` they fill.
+SPEC_COUNTERS: dict[str, str] = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+#: Accepted tokens per draft position (a vector in ``get_metrics()``, ``position`` labels on
+#: ``/metrics``).
+SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+#: Finished requests (``/metrics``), to detect other traffic on a server.
+REQUESTS_FINISHED = "vllm:request_success"
+
+
+@dataclass(frozen=True)
+class RequestFigures:
+    """One request of a round: its tokens and latencies."""
+
+    token_ids: tuple[int, ...]
+    text: str
+    ttft: float | None  # seconds to the first token
+    tpot: float | None  # seconds per output token after the first
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> RequestFigures:
+        """From the plain dict a worker sends over its pipe."""
+        return cls(
+            tuple(int(t) for t in data["token_ids"]),
+            str(data.get("text") or ""),
+            None if data.get("ttft") is None else float(data["ttft"]),
+            None if data.get("tpot") is None else float(data["tpot"]),
+        )
+
+
+@dataclass(frozen=True)
+class Round:
+    """One timed ``generate`` of a workload on one engine."""
+
+    elapsed: float  # wall seconds, timed where the engine runs
+    requests: tuple[RequestFigures, ...]
+    other_requests: int = 0  # requests the engine served meanwhile that were not ours
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Round:
+        return cls(
+            float(data["elapsed"]),
+            tuple(RequestFigures.of(q) for q in data["requests"]),
+            int(data.get("other_requests") or 0),
+        )
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(q.token_ids) for q in self.requests)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """vLLM's speculative-decoding counters: cumulative readings, or a before/after delta."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_position: tuple[int, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Counters:
+        return cls(
+            int(data.get("num_drafts") or 0),
+            int(data.get("num_draft_tokens") or 0),
+            int(data.get("num_accepted_tokens") or 0),
+            tuple(int(v) for v in data.get("accepted_per_position") or ()),
+        )
+
+    def since(self, before: Counters) -> Counters:
+        """The delta from an earlier reading ``before`` (counters are process-global and
+        cumulative: always diff)."""
+        b_pos = list(before.accepted_per_position)
+        b_pos += [0] * (len(self.accepted_per_position) - len(b_pos))
+        return Counters(
+            self.num_drafts - before.num_drafts,
+            self.num_draft_tokens - before.num_draft_tokens,
+            self.num_accepted_tokens - before.num_accepted_tokens,
+            tuple(a - b for a, b in zip(self.accepted_per_position, b_pos, strict=False)),
+        )
+
+    def __add__(self, other: Counters) -> Counters:
+        n = max(len(self.accepted_per_position), len(other.accepted_per_position))
+        a = list(self.accepted_per_position) + [0] * (n - len(self.accepted_per_position))
+        b = list(other.accepted_per_position) + [0] * (n - len(other.accepted_per_position))
+        return Counters(
+            self.num_drafts + other.num_drafts,
+            self.num_draft_tokens + other.num_draft_tokens,
+            self.num_accepted_tokens + other.num_accepted_tokens,
+            tuple(x + y for x, y in zip(a, b, strict=True)),
+        )
+
+    @property
+    def acceptance_rate(self) -> float:
+        """accepted / draft tokens (vLLM's definition; not the theory's per-token alpha)."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """Tokens per verify step: 1 + accepted / drafts (the bonus token counts as one)."""
+        return 1.0 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 1.0
+
+    @property
+    def acceptance_per_position(self) -> list[float]:
+        """Share of drafts whose i-th speculative token was accepted (unconditional)."""
+        if not self.num_drafts:
+            return [0.0 for _ in self.accepted_per_position]
+        return [n / self.num_drafts for n in self.accepted_per_position]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_drafts": self.num_drafts,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted_tokens": self.num_accepted_tokens,
+            "accepted_per_position": list(self.accepted_per_position),
+        }
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How an engine was placed: its final ``vllm.LLM`` kwargs, a note for reports, and the
+    environment it started with."""
+
+    engine_kwargs: dict[str, Any]
+    memory: str
+    env: dict[str, str]
+
+
+@runtime_checkable
+class EngineBackend(Protocol):
+    """One engine, local or served: generate timed rounds, sample, read its counters."""
+
+    config: EngineConfig
+    placement: Placement
+    #: plain facts for the report: versions, pid, KV-cache tokens, served URL and model, ...
+    info: dict[str, Any]
+    #: seconds one call may take (set by the pool for each test)
+    timeout: float
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def pid(self) -> int | None:
+        """The engine's process group leader, or None when it is not ours (served)."""
+        ...
+
+    def generate_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
+    ) -> Round: ...
+
+    def sample(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any]
+    ) -> list[list[list[int]]]: ...
+
+    def counters(self) -> Counters: ...
+
+    def close(self) -> None: ...
+
+
+class _Measures(Protocol):
+    def generate_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
+    ) -> Round: ...
+
+    def counters(self) -> Counters: ...
+
+
+class PlainCalls:
+    """``generate`` and ``spec_counters`` as plain dicts (the shapes the fixtures document),
+    built on a backend's :meth:`~EngineBackend.generate_round` and
+    :meth:`~EngineBackend.counters`."""
+
+    def generate(
+        self: _Measures,
+        prompts: Sequence[Any],
+        sampling: Mapping[str, Any],
+        concurrency: int | None = None,
+    ) -> dict[str, Any]:
+        """One timed round: ``{"elapsed", "requests": [{"token_ids", "text", "ttft",
+        "tpot"}]}``."""
+        done = self.generate_round(prompts, sampling, concurrency)
+        return {
+            "elapsed": done.elapsed,
+            "requests": [
+                {"token_ids": list(q.token_ids), "text": q.text, "ttft": q.ttft, "tpot": q.tpot}
+                for q in done.requests
+            ],
+        }
+
+    def spec_counters(self: _Measures) -> dict[str, Any]:
+        """The cumulative counters: ``{"num_drafts", "num_draft_tokens",
+        "num_accepted_tokens", "accepted_per_position": list}``."""
+        return self.counters().to_dict()
+
+
+@runtime_checkable
+class EngineSource(Protocol):
+    """Where engines come from: the pool of local workers, two servers, or a fake."""
+
+    max_engines: int
+    starts: int
+    start_seconds: float
+
+    @property
+    def device(self) -> Device: ...
+
+    def acquire(
+        self,
+        config: EngineConfig,
+        *,
+        keep: Sequence[EngineConfig] = (),
+        timeout: float | None = None,
+    ) -> EngineBackend: ...
+
+    def close(self) -> None: ...

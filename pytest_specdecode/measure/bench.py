@@ -1,0 +1,509 @@
+"""``Bench``: the whole measurement pipeline, usable without pytest.
+
+::
+
+    with Bench(target, speculative_config, engine_kwargs) as bench:   # starts nothing yet
+        result = bench.run(prompts, max_tokens=64)
+
+The ``specdecode`` fixture is a thin adapter over a ``Bench`` per test.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from ..backend import EngineBackend, EngineSource
+from ..engine_config import EngineConfig, engine_pair
+from ..errors import ConfigError
+from ..result import Result
+from ..settings import BY_NAME, GlobalSettings
+from .cost import draft_tpot
+from .equivalence import (
+    DEFAULT_ALPHA,
+    DEFAULT_SAMPLES,
+    DEFAULT_TOKENS,
+    DistributionCheck,
+    compare_distributions,
+)
+from .figures import build_result, with_notes, with_theory, with_verdict
+from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
+from .paired import PairedRounds, adaptive_stop, run_paired
+from .sweep import Sweep
+
+#: Settings a Bench takes, by the plugin option's name (same parsing and validation).
+BENCH_SETTINGS = (
+    "trials",
+    "max_trials",
+    "precision",
+    "max_engines",
+    "timeout",
+    "cost_ratio",
+    "baseline_url",
+    "speculative_url",
+    "api_key_env",
+)
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(f"[specdecode] {message}", file=sys.stderr, flush=True)
+
+
+def bench_settings(values: Mapping[str, Any], call: str = "Bench") -> GlobalSettings:
+    """Parse keyword settings with the plugin options' parsers; errors name the keyword."""
+    settings = GlobalSettings()
+    for name, value in values.items():
+        if name not in BENCH_SETTINGS:
+            known = ", ".join(BENCH_SETTINGS)
+            raise ConfigError(f"{call}({name}=...): unknown setting; known: {known}")
+        if value is None:
+            continue
+        settings.values[name] = BY_NAME[name].parse(value, f"{call}({name}=...)")
+        settings.sources[name] = f"{call}({name}=...)"
+    if (settings.get("baseline_url") is None) != (settings.get("speculative_url") is None):
+        raise ConfigError(
+            f"{call}: baseline_url and speculative_url go together: give both (two running vLLM "
+            "servers on the same target) or neither"
+        )
+    return settings
+
+
+def make_source(settings: GlobalSettings, progress: Progress) -> EngineSource:
+    """The engines a setting chooses: two running servers, or local vLLM workers."""
+    if settings.get("speculative_url") is not None:
+        from ..served import ServedPool
+
+        return ServedPool(
+            settings.get("baseline_url"),
+            settings.get("speculative_url"),
+            settings.get("api_key_env"),
+            timeout=settings.get("timeout"),
+        )
+    from ..engine import EnginePool
+
+    return EnginePool(
+        settings.get("max_engines"), timeout=settings.get("timeout"), progress=progress
+    )
+
+
+class _Shared:
+    """The process's local engine pool, shared by every ``Bench`` that brings none: closed
+    when the last open ``Bench`` closes, and at interpreter exit."""
+
+    def __init__(self) -> None:
+        self.source: EngineSource | None = None
+        self.users = 0
+        atexit.register(self.close)
+
+    def take(self, settings: GlobalSettings, progress: Progress) -> EngineSource:
+        if self.source is None:
+            self.source = make_source(settings, progress)
+        self.users += 1
+        return self.source
+
+    def give_back(self) -> None:
+        self.users -= 1
+        if self.users <= 0:
+            self.close()
+
+    def close(self) -> None:
+        source, self.source, self.users = self.source, None, 0
+        if source is not None:
+            source.close()
+
+
+_shared = _Shared()
+
+
+class Bench:
+    """Measure speculative decoding on one target: ``run``, ``sweep``, ``sample_equivalence``.
+
+    Nothing starts until the first call. Settings take the plugin options' names
+    (:data:`BENCH_SETTINGS`: ``trials``, ``max_engines``, ``timeout``, ``cost_ratio``,
+    ``baseline_url`` and ``speculative_url`` for served engines, ...). Local engines are shared
+    by every ``Bench`` of the process; leaving the ``with`` block of the last one (or the
+    interpreter) shuts them down. ``source`` brings engines of one's own (the plugin's pool,
+    a test fake); ``gates`` (the marker's thresholds) and ``speedup_floor`` (a label's stored
+    speedup less its tolerance) are what adaptive trials decide against; ``on_result`` sees
+    every result made.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        speculative_config: Mapping[str, Any] | None = None,
+        engine_kwargs: Mapping[str, Any] | None = None,
+        *,
+        name: str = "bench",
+        category: str = "bench",
+        source: EngineSource | None = None,
+        gates: Mapping[str, float] | None = None,
+        speedup_floor: Callable[[str], float | None] | None = None,
+        on_result: Callable[[Result], None] | None = None,
+        progress: Progress | None = _stderr,
+        **settings: Any,
+    ) -> None:
+        parsed = bench_settings(settings)
+        if not isinstance(engine_kwargs, Mapping | None):
+            raise ConfigError(f"Bench(engine_kwargs=...): expected a dict, got {engine_kwargs!r}")
+        pair = engine_pair(
+            target, speculative_config, engine_kwargs or {},
+            served=parsed.get("speculative_url") is not None,
+            where=lambda n: f"Bench({n}=...)", hint="to Bench",
+        )  # fmt: skip
+        self._setup(pair, parsed, name, category, source, gates, speedup_floor, on_result, progress)
+
+    @classmethod
+    def of(
+        cls,
+        baseline: EngineConfig,
+        speculative: EngineConfig,
+        settings: GlobalSettings,
+        *,
+        name: str = "bench",
+        category: str = "bench",
+        source: EngineSource | None = None,
+        gates: Mapping[str, float] | None = None,
+        speedup_floor: Callable[[str], float | None] | None = None,
+        on_result: Callable[[Result], None] | None = None,
+        progress: Progress | None = _stderr,
+    ) -> Bench:
+        """A Bench on configurations and settings validated already (the plugin's)."""
+        bench = cls.__new__(cls)
+        bench._setup(
+            (baseline, speculative), settings, name, category, source, gates, speedup_floor,
+            on_result, progress,
+        )  # fmt: skip
+        return bench
+
+    def _setup(
+        self,
+        pair: tuple[EngineConfig, EngineConfig],
+        settings: GlobalSettings,
+        name: str,
+        category: str,
+        source: EngineSource | None,
+        gates: Mapping[str, float] | None,
+        speedup_floor: Callable[[str], float | None] | None,
+        on_result: Callable[[Result], None] | None,
+        progress: Progress | None,
+    ) -> None:
+        self.baseline, self.speculative = pair
+        self.settings = settings
+        self.served = settings.get("speculative_url") is not None
+        self.name, self.category = name, category
+        self.gates = dict(gates or {})
+        self._floor = speedup_floor
+        self._on_result = on_result
+        self.progress: Progress = progress or (lambda _: None)
+        self._source, self._owns_source = source, source is None
+        self.results: list[Result] = []
+        self.engine_info: dict[str, Any] = {}
+
+    # -- engines ------------------------------------------------------------------------
+    @property
+    def source(self) -> EngineSource:
+        if self._source is None:
+            self._source = _shared.take(self.settings, self.progress)
+        return self._source
+
+    def engine(self, which: str) -> EngineBackend:
+        """The resident ``"baseline"`` or ``"speculative"`` engine (started if needed)."""
+        configs = {"baseline": self.baseline, "speculative": self.speculative}
+        if which not in configs:
+            raise ValueError(f"which must be 'baseline' or 'speculative', got {which!r}")
+        other = configs["speculative" if which == "baseline" else "baseline"]
+        return self.source.acquire(configs[which], keep=[other], timeout=self._timeout)
+
+    @property
+    def _timeout(self) -> float:
+        return float(self.settings.get("timeout"))
+
+    def close(self) -> None:
+        """Give the engines back: the last open Bench on the shared pool shuts them down."""
+        if self._owns_source and self._source is not None:
+            self._source = None
+            _shared.give_back()
+
+    def __enter__(self) -> Bench:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- runs ---------------------------------------------------------------------------
+    def run(
+        self,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        trials: int | str | None = None,
+        warmup: int = 1,
+        concurrency: int | None = None,
+        seed: int = 0,
+        json_schema: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        label: str | None = None,
+        **sampling: Any,
+    ) -> Result:
+        """Generate ``prompts`` on both engines, ``warmup`` + ``trials`` paired rounds, and
+        return the complete result (figures, theory, verdict).
+
+        Every round uses the same sampling parameters with ``ignore_eos=True``, so both engines
+        generate ``max_tokens`` tokens per prompt. ``concurrency`` splits the prompts into
+        batches of that size, sent one after the other (default: all at once). ``json_schema``
+        (one JSON Schema, or one per prompt) turns on vLLM structured outputs. Other keywords
+        go to ``vllm.SamplingParams`` (``ignore_eos=False`` lets generation stop early).
+        """
+        __tracebackhide__ = True
+        return self._run(
+            self.speculative, prompts, max_tokens=max_tokens, temperature=temperature,
+            trials=trials, warmup=warmup, concurrency=concurrency, seed=seed,
+            json_schema=json_schema, label=label, **sampling,
+        )  # fmt: skip
+
+    def _run(
+        self,
+        speculative: EngineConfig,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        trials: int | str | None = None,
+        warmup: int = 1,
+        concurrency: int | None = None,
+        seed: int = 0,
+        json_schema: Any = None,
+        label: str | None = None,
+        **sampling: Any,
+    ) -> Result:
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, "run")
+        check_run_args(max_tokens, temperature, concurrency)
+        label = self._claim_label(label)
+        params: dict[str, Any] = {
+            "temperature": float(temperature), "max_tokens": max_tokens,
+            "ignore_eos": True, "seed": seed, **sampling,
+        }  # fmt: skip
+        structured = structured_outputs(json_schema, len(prompts))
+        if structured is not None:
+            params["structured_outputs"] = structured
+        if not self.served:
+            check_lengths(prompts, max_tokens, self.baseline, self.name)
+        n_trials, stop, thresholds = self._trials(trials, label)
+        raw = run_paired(
+            self.source, self.baseline, speculative, prompts, params, trials=n_trials,
+            warmup=warmup, concurrency=concurrency, timeout=self._timeout,
+            progress=self._say, stop=stop,
+        )  # fmt: skip
+        if not self.engine_info:
+            self.engine_info.update(raw.engine_info)
+        result = build_result(
+            raw, nodeid=self.name, category=self.category, speculative=speculative,
+            num_prompts=len(prompts), sampling=params, concurrency=concurrency, label=label,
+        )  # fmt: skip
+        cost = self._cost_ratio(speculative, prompts, params, concurrency, result)
+        result = with_verdict(with_theory(result, cost), self.gates.get("max_extra_memory_gib"))
+        result = self._judge_adaptive(result, stop is not None, thresholds)
+        result = self._notes(result, raw)
+        self.results.append(result)
+        if self._on_result is not None:
+            self._on_result(result)
+        return result
+
+    def _say(self, message: str) -> None:
+        self.progress(f"{self.name.rsplit('::', 1)[-1]}: {message}")
+
+    def _trials(
+        self, trials: int | str | None, label: str
+    ) -> tuple[int, Callable[[list[float]], bool] | None, list[float]]:
+        """Rounds to run, the adaptive stopping rule (None: fixed) and its thresholds."""
+        wanted = (
+            self.settings.get("trials")
+            if trials is None
+            else BY_NAME["trials"].parse(trials, "run(trials=...)")
+        )
+        if wanted != "auto":
+            return int(wanted), None, []
+        thresholds = [t for t in (self.gates.get("min_speedup"),) if t is not None]
+        floor = self._floor(label) if self._floor is not None else None
+        if floor is not None:
+            thresholds.append(floor)
+        stop = adaptive_stop(thresholds, self.settings.get("precision"))
+        return int(self.settings.get("max_trials")), stop, thresholds
+
+    def _claim_label(self, label: str | None, taken: set[str] | None = None) -> str:
+        """The key suffix of the next result: ``label``, or automatically ``""`` for the first
+        run and ``#n`` (the next free n) after it. A key this Bench stored already is refused:
+        two workloads under one key would be merged and compared as one."""
+        __tracebackhide__ = True
+        taken = {r.label for r in self.results} if taken is None else taken
+        if label is None:
+            if not self.results:
+                return ""
+            n = len(self.results) + 1
+            while f"#{n}" in taken:
+                n += 1
+            return f"#{n}"
+        if not isinstance(label, str):
+            raise ConfigError(f"run(label=...): expected a string, got {label!r:.80}")
+        if label in taken:
+            key = f"{self.name}[{label}]" if label else self.name
+            raise ConfigError(
+                f"{self.name}: run(label={label!r}): this test already stored a result "
+                f"under the key {key!r}; give each run() of a test a distinct label, e.g. "
+                'run(..., label="short") and run(..., label="long")'
+            )
+        return label
+
+    def _cost_ratio(
+        self,
+        spec: EngineConfig,
+        prompts: list[Any],
+        params: dict[str, Any],
+        concurrency: int | None,
+        result: Result,
+    ) -> float | None:
+        """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
+        measured once per draft model and engine arguments, unknown otherwise."""
+        if spec.method in ("ngram", "suffix"):
+            return 0.0
+        if spec.method != "draft_model" or self.served:
+            return None
+        if self.settings.get("cost_ratio") == "off" or not result.baseline.tpot:
+            return None
+        self.progress(f"timing the draft {spec.draft} alone for the cost ratio (once)")
+        tpot = draft_tpot(
+            self.source, spec, prompts, params, keep=[self.baseline],
+            concurrency=concurrency, timeout=self._timeout,
+        )  # fmt: skip
+        return None if tpot is None else tpot / result.baseline.tpot
+
+    @staticmethod
+    def _judge_adaptive(result: Result, adaptive: bool, thresholds: list[float]) -> Result:
+        if not adaptive:
+            return result
+        from dataclasses import replace
+
+        low, high = result.speedup_ci
+        open_gates = [t for t in thresholds if low < t <= high]
+        why = ""
+        if open_gates:
+            why = (
+                f"after {result.trials} rounds the speedup's 95% interval "
+                f"{low:.2f}x-{high:.2f}x still contains {open_gates[0]:.2f}x"
+            )
+        return replace(result, adaptive=True, inconclusive=why)
+
+    def _notes(self, result: Result, raw: PairedRounds) -> Result:
+        """Say what skews the figures: fewer tokens than asked for, other traffic."""
+        requested = result.max_tokens * result.num_prompts
+        generated = result.baseline.generated_tokens
+        if generated < requested:
+            result = with_notes(result, generated=f"{generated}/{requested} tokens")
+            self._say(
+                f"WARNING: the baseline generated {generated} of the {requested} tokens asked "
+                f"for (max_tokens={result.max_tokens} x {result.num_prompts} prompts); the "
+                "figures count the generated tokens. A stop condition or the engine's "
+                "max_model_len cut them short."
+            )
+        if raw.other_requests:
+            result = with_notes(result, other_traffic=f"{raw.other_requests} requests")
+            self._say(
+                f"WARNING: the servers answered {raw.other_requests} requests that were not "
+                "ours during the measurement; figures may be skewed"
+            )
+        return result
+
+    # -- sweeps and distributions -----------------------------------------------------------
+    def sweep(
+        self,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        num_speculative_tokens: Sequence[int] | None = None,
+        concurrency: Sequence[int] | None = None,
+        **run_kwargs: Any,
+    ) -> Sweep:
+        """Run the grid of ``num_speculative_tokens`` x ``concurrency``: one result per point.
+
+        Each k is its own speculative engine (started once for all concurrencies); each
+        concurrency sends ``max(len(prompts), c)`` prompts (cycled), ``c`` at a time. The sweep
+        names the best k per concurrency and the crossover: the lowest concurrency at which the
+        best k's 95% interval lies wholly below 1.0.
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, "sweep")
+        ks = list(num_speculative_tokens or [self.speculative.num_speculative_tokens])
+        cs = list(concurrency or [len(prompts)])
+        for name, values in (("num_speculative_tokens", ks), ("concurrency", cs)):
+            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+                                 for v in values):  # fmt: skip
+                raise ConfigError(f"sweep({name}=...): expected positive integers, got {values!r}")
+            if len(set(values)) != len(values):
+                raise ConfigError(f"sweep({name}=...): a value is listed twice in {values!r}")
+        taken = {r.label for r in self.results}
+        for k in ks:
+            for c in cs:
+                self._claim_label(f"k={k} c={c}", taken)  # refused before any engine starts
+        sweep = Sweep(self.name)
+        base_config = self.speculative.speculative_config or {}
+        for k in ks:
+            config = EngineConfig.create(
+                self.speculative.target, {**base_config, "num_speculative_tokens": k},
+                self.speculative.engine_kwargs,
+            )  # fmt: skip
+            for c in cs:
+                batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), c))]
+                result = self._run(
+                    config, batch, max_tokens=max_tokens, concurrency=c,
+                    label=f"k={k} c={c}", **run_kwargs,
+                )  # fmt: skip
+                sweep.add(k, c, result)
+        return sweep
+
+    def sample_equivalence(
+        self,
+        prompts: Sequence[Any],
+        *,
+        temperature: float = 0.8,
+        samples: int = DEFAULT_SAMPLES,
+        tokens: int = DEFAULT_TOKENS,
+        alpha: float = DEFAULT_ALPHA,
+        **sampling: Any,
+    ) -> DistributionCheck:
+        """Test that both engines sample the same token distribution at ``temperature``.
+
+        ``samples`` continuations of ``tokens`` tokens per engine; gate the result with
+        :func:`~pytest_specdecode.assert_outputs_equivalent`.
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, "sample_equivalence")
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or temperature <= 0
+        ):
+            raise ConfigError(
+                f"sample_equivalence(temperature=...): expected a number > 0, got {temperature!r};"
+                " at temperature 0 use run() and exact matching"
+            )
+        self._say(
+            f"sampling {samples} continuations of {tokens} tokens per engine at temperature "
+            f"{temperature:g}"
+        )
+        return compare_distributions(
+            self.engine("baseline"), self.engine("speculative"), prompts,
+            temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
+            nodeid=self.name, **sampling,
+        )  # fmt: skip

@@ -1,0 +1,156 @@
+"""From paired rounds to a :class:`~pytest_specdecode.result.Result`: figures, theory and the
+verdict, each a pure function of what was measured."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..backend import Round
+from ..engine_config import EngineConfig
+from ..errors import NoSpeculationError
+from ..result import Divergence, EngineFigures, Result
+from .paired import PairedRounds
+from .stats import mean, ratio_interval
+
+
+def engine_figures(
+    rounds: Sequence[Round], memory_gib: float | None = None, kv_cache_tokens: int | None = None
+) -> EngineFigures:
+    """One engine's figures over its measured rounds (outputs from the last one)."""
+    seconds = [r.elapsed for r in rounds]
+    requests = [q for r in rounds for q in r.requests]
+    return EngineFigures(
+        tokens_per_second=sum(r.tokens for r in rounds) / sum(seconds) if sum(seconds) else 0.0,
+        tpot=mean([q.tpot for q in requests]),
+        ttft=mean([q.ttft for q in requests]),
+        seconds=seconds,
+        generated_tokens=rounds[-1].tokens,
+        token_ids=[list(q.token_ids) for q in rounds[-1].requests],
+        texts=[q.text for q in rounds[-1].requests],
+        memory_gib=memory_gib,
+        kv_cache_tokens=kv_cache_tokens,
+    )
+
+
+def round_rates(rounds: Sequence[Round]) -> list[float]:
+    """Tokens per second of each round."""
+    return [r.tokens / r.elapsed for r in rounds if r.elapsed > 0]
+
+
+def compare_outputs(
+    baseline: Sequence[Sequence[int]], speculative: Sequence[Sequence[int]]
+) -> tuple[float, list[Divergence]]:
+    """Fraction of prompts with identical token ids, and the first divergence of the others."""
+    divergences = []
+    for i, (a, b) in enumerate(zip(baseline, speculative, strict=True)):
+        if list(a) == list(b):
+            continue
+        j = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+        if j is None:
+            j = min(len(a), len(b))
+        divergences.append(
+            Divergence(i, j, a[j] if j < len(a) else None, b[j] if j < len(b) else None)
+        )
+    n = len(baseline)
+    return ((n - len(divergences)) / n if n else 1.0), divergences
+
+
+def _proposer(raw: PairedRounds, speculative: EngineConfig) -> tuple[str, str, int]:
+    """Target, method and k: from the configuration, or, for a served engine whose
+    configuration is the server's, from what the server reports."""
+    info = raw.engine_info
+    k = speculative.num_speculative_tokens or int(info.get("num_speculative_tokens") or 0)
+    k = k or len(raw.counters.accepted_per_position)
+    target = speculative.target or str(info.get("served_model") or "")
+    return target, str(info.get("method") or speculative.method), k
+
+
+def build_result(
+    raw: PairedRounds,
+    *,
+    nodeid: str,
+    category: str,
+    speculative: EngineConfig,
+    num_prompts: int,
+    sampling: Mapping[str, Any],
+    concurrency: int | None,
+    label: str = "",
+) -> Result:
+    """The measured figures of ``raw``; refuses a run in which speculation never ran."""
+    counters = raw.counters
+    target, method, k = _proposer(raw, speculative)
+    if counters.num_drafts == 0:
+        raise NoSpeculationError(
+            f"{nodeid}: speculation never ran: the speculative engine ({method}, k={k}) "
+            f"proposed no draft in {len(raw.speculative)} rounds "
+            "(vllm:spec_decode_num_drafts did not move). Check the speculative config; for "
+            "ngram, the prompts need repeated n-grams."
+        )
+    ratios = raw.ratios
+    speedup, ci = ratio_interval(ratios)
+    mem, kv = raw.memory_gib, raw.kv_cache_tokens
+    base = engine_figures(raw.baseline, mem.get("baseline"), kv.get("baseline"))
+    spec = engine_figures(raw.speculative, mem.get("speculative"), kv.get("speculative"))
+    match_rate, divergences = compare_outputs(base.token_ids, spec.token_ids)
+    per_position = counters.acceptance_per_position
+    per_position += [0.0] * (k - len(per_position))
+    samples = {
+        "acceptance_rate": [c.acceptance_rate for c in raw.round_counters],
+        "mean_acceptance_length": [c.mean_acceptance_length for c in raw.round_counters],
+        "baseline_tokens_per_second": round_rates(raw.baseline),
+        "speculative_tokens_per_second": round_rates(raw.speculative),
+    }
+    extra = None
+    if base.memory_gib is not None and spec.memory_gib is not None:
+        extra = spec.memory_gib - base.memory_gib
+    return Result(
+        nodeid=nodeid, category=category, target=target, method=method,
+        num_speculative_tokens=k, draft=speculative.draft,
+        speculative_config=speculative.speculative_config or {},
+        engine_kwargs=speculative.engine_kwargs, num_prompts=num_prompts,
+        max_tokens=int(sampling["max_tokens"]), temperature=float(sampling["temperature"]),
+        concurrency=concurrency, trials=len(ratios), mode=raw.mode, memory=raw.memory,
+        speedup=speedup, speedup_ci=ci, ratios=ratios,
+        acceptance_rate=counters.acceptance_rate,
+        mean_acceptance_length=counters.mean_acceptance_length,
+        acceptance_per_position=per_position, num_drafts=counters.num_drafts,
+        num_draft_tokens=counters.num_draft_tokens,
+        num_accepted_tokens=counters.num_accepted_tokens, match_rate=match_rate,
+        divergences=divergences, baseline=base, speculative=spec, label=label,
+        samples=samples, extra_memory_gib=extra,
+    )  # fmt: skip
+
+
+def with_theory(result: Result, cost_ratio: float | None) -> Result:
+    """``result`` with alpha, the cost ratio, the predicted speedup and the efficiency."""
+    from .theory import alpha_from_counts, predicted_speedup
+
+    k = result.num_speculative_tokens
+    counts = [round(p * result.num_drafts) for p in result.acceptance_per_position]
+    alpha = alpha_from_counts(result.num_drafts, counts)
+    predicted = efficiency = None
+    if alpha is not None and cost_ratio is not None and k > 0:
+        predicted = predicted_speedup(alpha, k, cost_ratio)
+        efficiency = result.speedup / predicted
+    return replace(
+        result,
+        alpha=alpha,
+        cost_ratio=cost_ratio,
+        predicted_speedup=predicted,
+        efficiency=efficiency,
+    )
+
+
+def with_verdict(result: Result, max_extra_memory_gib: float | None) -> Result:
+    """``result`` with its worth-it verdict and the reasons."""
+    from .verdict import judge
+
+    verdict, reasons = judge(result, max_extra_memory_gib=max_extra_memory_gib)
+    return replace(result, verdict=verdict, verdict_reasons=reasons)
+
+
+def with_notes(result: Result, **notes: Any) -> Result:
+    """``result`` with more notes (a new dict: results are never changed in place)."""
+    return replace(result, notes={**result.notes, **notes})

@@ -1,0 +1,180 @@
+"""Paired rounds: warm-up, then baseline and speculative rounds in counterbalanced order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backend import Counters, EngineBackend, EngineSource, Round
+from ..engine_config import EngineConfig
+
+#: Fewest paired rounds before adaptive trials may stop.
+MIN_ADAPTIVE_TRIALS = 3
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PairedRounds:
+    """What :func:`run_paired` measured, before any figure is derived."""
+
+    baseline: tuple[Round, ...]
+    speculative: tuple[Round, ...]
+    counters: Counters  # speculative engine, over the measured rounds
+    round_counters: tuple[Counters, ...]  # the same, per measured round
+    mode: str  # "interleaved" or "sequential"
+    memory: str  # how engine memory was placed
+    engine_info: dict[str, Any] = field(default_factory=dict)  # speculative engine's facts
+    memory_gib: dict[str, float | None] = field(default_factory=dict)  # per side
+    kv_cache_tokens: dict[str, int | None] = field(default_factory=dict)  # per side
+
+    @property
+    def ratios(self) -> list[float]:
+        """Baseline time / speculative time, per paired round."""
+        return [b.elapsed / s.elapsed for b, s in zip(self.baseline, self.speculative, strict=True)]
+
+    @property
+    def other_requests(self) -> int:
+        return sum(r.other_requests for r in self.baseline + self.speculative)
+
+
+def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
+    if not engine.pid:
+        return None  # a served deployment: not ours to measure
+    from ..memory import engine_memory_gib
+
+    return engine_memory_gib(engine.pid, source.device.kind)
+
+
+class _Recorder:
+    """Rounds and per-round counter deltas of one paired measurement."""
+
+    def __init__(self, spec: EngineBackend) -> None:
+        self.spec = spec
+        self.base: list[Round] = []
+        self.spec_rounds: list[Round] = []
+        self.per_round: list[Counters] = []
+        self.first = self.last = spec.counters()
+
+    def speculative(self, round_: Round) -> None:
+        self.spec_rounds.append(round_)
+        current = self.spec.counters()
+        self.per_round.append(current.since(self.last))
+        self.last = current
+
+
+def run_paired(
+    source: EngineSource,
+    baseline: EngineConfig,
+    speculative: EngineConfig,
+    prompts: Sequence[Any],
+    sampling: Mapping[str, Any],
+    *,
+    trials: int,
+    warmup: int = 1,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    progress: Progress = lambda _: None,
+    stop: Callable[[list[float]], bool] | None = None,
+) -> PairedRounds:
+    """Run warm-up and ``trials`` paired rounds on the engines ``source`` gives.
+
+    With two engines resident the rounds alternate (A B A B ...); with a pool of one they run
+    one engine after the other ("sequential"). With ``stop`` (adaptive trials), ``trials`` is
+    the most rounds: after each round from the third on, ``stop(ratios)`` may end it early.
+    """
+    __tracebackhide__ = True
+
+    def gen(engine: EngineBackend) -> Round:
+        __tracebackhide__ = True
+        return engine.generate_round(prompts, sampling, concurrency)
+
+    if source.max_engines < 2:
+        return _sequential(source, baseline, speculative, gen, trials, warmup, timeout, progress)
+    base = source.acquire(baseline, keep=[speculative], timeout=timeout)
+    spec = source.acquire(speculative, keep=[baseline], timeout=timeout)
+    for _ in range(warmup):
+        gen(base)
+        gen(spec)
+    memory = {"baseline": _memory(source, base), "speculative": _memory(source, spec)}
+    rec = _Recorder(spec)
+    for i in range(trials):
+        rec.base.append(gen(base))
+        rec.speculative(gen(spec))
+        progress(
+            f"round {i + 1}/{trials}: baseline {rec.base[-1].elapsed:.2f} s, "
+            f"speculative {rec.spec_rounds[-1].elapsed:.2f} s"
+        )
+        ratios = [b.elapsed / s.elapsed for b, s in zip(rec.base, rec.spec_rounds, strict=True)]
+        if stop is not None and len(ratios) >= MIN_ADAPTIVE_TRIALS and stop(ratios):
+            progress(f"decided after {len(ratios)} rounds")
+            break
+    return _paired(rec, base, spec, "interleaved", memory)
+
+
+def _sequential(
+    source: EngineSource,
+    baseline: EngineConfig,
+    speculative: EngineConfig,
+    gen: Callable[[EngineBackend], Round],
+    trials: int,
+    warmup: int,
+    timeout: float | None,
+    progress: Progress,
+) -> PairedRounds:
+    """A pool of one: every baseline round, then every speculative round."""
+    __tracebackhide__ = True
+    base = source.acquire(baseline, timeout=timeout)
+    for _ in range(warmup):
+        gen(base)
+    memory = {"baseline": _memory(source, base)}
+    base_rounds = [gen(base) for _ in range(trials)]
+    spec = source.acquire(speculative, timeout=timeout)
+    for _ in range(warmup):
+        gen(spec)
+    memory["speculative"] = _memory(source, spec)
+    rec = _Recorder(spec)
+    rec.base = base_rounds
+    for _ in range(trials):
+        rec.speculative(gen(spec))
+    progress(f"{trials} rounds each, baseline then speculative")
+    return _paired(rec, base, spec, "sequential", memory)
+
+
+def _paired(
+    rec: _Recorder,
+    base: EngineBackend,
+    spec: EngineBackend,
+    mode: str,
+    memory: dict[str, float | None],
+) -> PairedRounds:
+    return PairedRounds(
+        baseline=tuple(rec.base),
+        speculative=tuple(rec.spec_rounds),
+        counters=rec.last.since(rec.first),
+        round_counters=tuple(rec.per_round),
+        mode=mode,
+        memory=spec.placement.memory,
+        engine_info={**spec.info, "ld_preload": spec.placement.env.get("LD_PRELOAD")},
+        memory_gib=memory,
+        kv_cache_tokens={
+            "baseline": base.info.get("kv_cache_tokens"),
+            "speculative": spec.info.get("kv_cache_tokens"),
+        },
+    )
+
+
+def adaptive_stop(thresholds: Sequence[float], precision: float) -> Callable[[list[float]], bool]:
+    """The adaptive rule: stop once the speedup's 95% interval is decisive against every
+    threshold in play (lies wholly above or below it) and, with no threshold, once its
+    half-width is within ``precision`` (relative)."""
+    from .stats import ratio_interval
+
+    def stop(ratios: list[float]) -> bool:
+        speedup, (low, high) = ratio_interval(ratios)
+        if thresholds:
+            return all(not (low < t <= high) for t in thresholds)
+        return (high - low) / 2 <= precision * speedup
+
+    return stop
