@@ -28,13 +28,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pytest_specdecode.tiny import ENGINE_KWARGS  # noqa: E402 (no torch until a model is built)
 from pytest_specdecode.tiny.corpus import prompts  # noqa: E402 (pure Python, no torch)
 
-ENGINE_KWARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 512}
 #: Structured requests like the tiny models' training data, where the draft agrees most often.
 PROMPTS = prompts("structured", 4, seed=1)
 SAMPLING = {"temperature": 0.0, "max_tokens": 64, "ignore_eos": True}
@@ -49,18 +50,19 @@ def pair() -> dict[str, str]:
 
 
 def overhead(models: dict[str, str], rounds: int = 20) -> None:
-    from pytest_specdecode.engine import EnginePool
-    from pytest_specdecode.engine_config import EngineConfig
+    from pytest_specdecode import Bench
 
-    config = EngineConfig.create(models["target"], None, ENGINE_KWARGS)
-    pool = EnginePool(2)
-    engine = pool.acquire(config)
+    spec = {"method": "draft_model", "model": models["draft"], "num_speculative_tokens": 4}
+    bench = Bench(models["target"], spec, ENGINE_KWARGS, max_engines=1)
+    engine = bench.engine("baseline")
     # The bare engine gets the same environment (spawn, OpenMP runtime) as the plugin's.
     os.environ.update(engine.placement.env)
     import vllm
 
-    llm = vllm.LLM(models["target"], disable_log_stats=False, kv_cache_memory_bytes=512 * 2**20,
-                   **ENGINE_KWARGS)  # fmt: skip
+    from pytest_specdecode.engine import CPU_KV_CACHE_BYTES
+
+    llm = vllm.LLM(models["target"], disable_log_stats=False,
+                   kv_cache_memory_bytes=CPU_KV_CACHE_BYTES, **ENGINE_KWARGS)  # fmt: skip
     params = vllm.SamplingParams(**SAMPLING)
     llm.generate(PROMPTS, params, use_tqdm=False)
     engine.generate(PROMPTS, SAMPLING)
@@ -70,9 +72,9 @@ def overhead(models: dict[str, str], rounds: int = 20) -> None:
         llm.generate(PROMPTS, params, use_tqdm=False)
         bare.append(time.perf_counter() - start)
         start = time.perf_counter()
-        recorded.append(engine.generate(PROMPTS, SAMPLING)["elapsed"])
+        recorded.append(engine.generate_round(PROMPTS, SAMPLING).elapsed)
         plugin.append(time.perf_counter() - start)
-    pool.close()
+    bench.close()
     del llm  # shuts the bare engine down before the next part starts its own
     med = statistics.median
     own = med(p - r for p, r in zip(plugin, recorded, strict=True))
@@ -87,29 +89,30 @@ def overhead(models: dict[str, str], rounds: int = 20) -> None:
 
 
 def alarms(models: dict[str, str], repeats: int = 12) -> None:
+    from pytest_specdecode import Bench
     from pytest_specdecode.compare import Tolerance, compare_one
-    from pytest_specdecode.engine import EnginePool
-    from pytest_specdecode.engine_config import EngineConfig
-    from pytest_specdecode.measure import build_result, run_paired
 
     spec = {"method": "draft_model", "model": models["draft"], "num_speculative_tokens": 4}
-    base_cfg = EngineConfig.create(models["target"], None, ENGINE_KWARGS)
-    spec_cfg = EngineConfig.create(models["target"], spec, ENGINE_KWARGS)
-    pool = EnginePool(2)
-    runs = []
-    for _ in range(repeats):
-        raw = run_paired(pool, base_cfg, spec_cfg, PROMPTS, SAMPLING, trials=5)
-        runs.append(raw)
-    pool.close()
+    with Bench(models["target"], spec, ENGINE_KWARGS, progress=None) as bench:
+        runs = [
+            bench.run(PROMPTS, max_tokens=SAMPLING["max_tokens"], trials=5, label=f"#{i}")
+            for i in range(repeats)
+        ]
+    first = runs[0]
+    print(
+        f"alarms: one run through Bench: speedup {first.speedup:.2f}x, acceptance "
+        f"{first.acceptance_rate:.2f}, alpha {first.alpha:.2f}, cost ratio "
+        f"{first.cost_ratio or 0:.3f}, predicted {first.predicted_speedup or 0:.2f}x, "
+        f"efficiency {first.efficiency or 0:.2f}, verdict {first.verdict}"
+    )
 
-    def as_dict(raw: dict, slow: float = 1.0) -> dict:
+    def as_dict(result: Any, slow: float = 1.0) -> dict[str, Any]:
+        data: dict[str, Any] = result.to_dict(with_outputs=False)
+        data["label"] = ""
         if slow != 1.0:
-            raw = {**raw, "speculative": [{**r, "elapsed": r["elapsed"] / slow}
-                                          for r in raw["speculative"]]}  # fmt: skip
-        result = build_result(raw, nodeid="bench", category="b", baseline=base_cfg,
-                              speculative=spec_cfg, num_prompts=len(PROMPTS), sampling=SAMPLING,
-                              concurrency=None)  # fmt: skip
-        return result.to_dict(with_outputs=False)
+            data["ratios"] = [x * slow for x in data["ratios"]]
+            data["speedup"] *= slow
+        return data
 
     tolerance = Tolerance("speedup", 0.05, True)
     results = [as_dict(r) for r in runs]
@@ -128,7 +131,7 @@ def alarms(models: dict[str, str], repeats: int = 12) -> None:
     rng = random.Random(0)
     sd = statistics.stdev(math.log(x) for r in results for x in r["ratios"])
 
-    def synthetic(speedup: float) -> dict:
+    def synthetic(speedup: float) -> dict[str, Any]:
         ratios = [speedup * math.exp(rng.gauss(0, sd)) for _ in range(5)]
         return {"nodeid": "s", "ratios": ratios,
                 "speedup": math.exp(sum(map(math.log, ratios)) / 5)}  # fmt: skip

