@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
+import multiprocessing.util
 import os
+import re
 import signal
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -15,7 +19,9 @@ from typing import Any
 
 from .engine_config import EngineConfig
 from .errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
+from .memory import group_pids, process_titles
 from .platform import Device, detect_device, find_iomp
+from .worker import exit_cause
 
 #: KV cache given to each engine on a CPU when the user sets no memory knob (vLLM's default,
 #: a fraction of the whole machine's memory, fails as soon as two engines are resident).
@@ -100,17 +106,6 @@ def _environ(extra: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _exit_cause(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "still running"
-    if exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit code {exitcode}"
-
-
 def _tail(path: str, lines: int = 30) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -119,12 +114,33 @@ def _tail(path: str, lines: int = 30) -> str:
         return "(no log)"
 
 
-_MEMORY_WORDS = ("out of memory", "oom", "memory", "kv cache", "cache blocks")
+def _log_tail(path: str) -> str:
+    """The end of an engine log, for an error message (a failed engine's log is kept)."""
+    return f"--- last lines of the engine log {path} (kept) ---\n{_tail(path)}"
 
 
-def _looks_like_memory(text: str) -> bool:
-    lowered = text.lower()
-    return any(word in lowered for word in _MEMORY_WORDS)
+#: What torch and vLLM (0.20 to 0.32) say when an engine does not fit in memory: the exception
+#: types, and vLLM's own messages for weights, activations and KV cache on GPUs and CPUs. Words
+#: such as "memory" alone are no sign: every log names the plugin's ``kv_cache_memory_bytes``.
+_OUT_OF_MEMORY = re.compile(
+    r"OutOfMemoryError\b"  # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
+    r"|(?<![\w.])MemoryError\b"
+    r"|CUDA out of memory"
+    r"|(?:can't|cannot) allocate memory"  # DefaultCPUAllocator, ENOMEM
+    r"|No available memory for the cache blocks"
+    r"|is larger than the available KV cache memory"
+    r"|allocation is less than requested memory for kv"
+    r"|is less than desired (?:CPU|GPU) memory utilization"
+    r"|is less than the engine's budget"
+    r"|exceed the desired GPU memory utilization"
+    r"|not enough GPU memory",
+    re.IGNORECASE,
+)
+
+
+def out_of_memory(text: str) -> bool:
+    """Whether a failed start's traceback or log says the engine ran out of memory."""
+    return _OUT_OF_MEMORY.search(text) is not None
 
 
 def _available_gib() -> float | None:
@@ -164,8 +180,49 @@ def memory_advice(device: Device, max_engines: int) -> str:
     return f"The engine ran out of memory. Free now: {free}. To make it fit: {knobs}."
 
 
+#: Engines whose worker may be running. They are killed at interpreter exit, before
+#: multiprocessing's exit-time join, which would otherwise wait forever on a worker that an
+#: interrupted session never shut down.
+_RUNNING: set[Engine] = set()
+
+
+def _kill_running() -> None:
+    for engine in list(_RUNNING):
+        engine.kill()
+
+
+# atexit runs handlers last-registered first: multiprocessing.util (imported above) registered
+# its join earlier, so this runs before it.
+atexit.register(_kill_running)
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold a Ctrl-C back until the block ends (a worker started and registered is never
+    lost to an interrupt landing in between); then deliver it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler not set from Python: leave it alone
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
+
+
 class Engine:
-    """One engine worker process holding one ``vllm.LLM``; methods block until it answers."""
+    """One engine worker process holding one ``vllm.LLM``; methods block until it answers.
+
+    Whatever interrupts it (Ctrl-C included), a worker that was started is killed with its whole
+    process group: by the failing call itself, by :meth:`close`, or at interpreter exit.
+    """
 
     def __init__(
         self,
@@ -174,11 +231,19 @@ class Engine:
         *,
         timeout: float,
         log_dir: str,
+        on_start: Callable[[Engine], None] | None = None,
     ) -> None:
+        """Start the worker and wait until vLLM is ready; ``on_start(engine)`` is called as soon
+        as the worker process exists (before the wait), so an owner can track it."""
         self.config = config
         self.placement = placement
         self.timeout = timeout
         self.calls = 0
+        #: the engine failed (start, crash, timeout, dead engine core): its log is worth keeping
+        self.failed = False
+        self._pending = False  # a command was sent and its answer not read (an interrupt)
+        self._reaped = False  # killed and reaped: its pid may belong to another process now
+        self._core_pids: list[int] = []  # vLLM's long-lived processes, known once ready
         fd, self.log_path = tempfile.mkstemp(
             prefix="specdecode-engine-", suffix=".log", dir=log_dir
         )
@@ -193,25 +258,41 @@ class Engine:
             name="specdecode-engine",
             daemon=False,
         )
-        started = time.perf_counter()
-        with _environ(placement.env):
-            self._process.start()
-        child_conn.close()
-        self.pid = self._process.pid
+        self.pid: int | None = None
         self.info: dict[str, Any] = {}
-        status, payload = self._receive("start", timeout)
-        if status != "ready":
+        started = time.perf_counter()
+        try:
+            with _sigint_held():
+                with _environ(placement.env):
+                    self._process.start()
+                _RUNNING.add(self)
+                if on_start is not None:
+                    on_start(self)
+            child_conn.close()
+            self.pid = self._process.pid
+            status, payload = self._receive("start", timeout)
+            if status != "ready":
+                self.failed = True
+                raise EngineStartError(
+                    f"{config.describe()} failed to start:\n{payload}\n{_log_tail(self.log_path)}"
+                )
+        except BaseException:
             self.kill()
-            raise EngineStartError(
-                f"{config.describe()} failed to start:\n{payload}\n"
-                f"--- last lines of the engine log {self.log_path} ---\n{_tail(self.log_path)}"
-            )
+            raise
         self.info = payload
         self.start_seconds = time.perf_counter() - started
+        if self.pid is not None:
+            titles = process_titles(group_pids(self.pid))
+            self._core_pids = [p for p, title in titles.items() if title.startswith("VLLM::")]
 
     @property
     def alive(self) -> bool:
-        return self._process.is_alive()
+        """Whether the worker runs, and so do vLLM's processes under it (its engine core)."""
+        if not self._process.is_alive():
+            return False
+        if not self._core_pids or self.pid is None:
+            return True
+        return set(self._core_pids) <= set(group_pids(self.pid))
 
     def _receive(self, doing: str, timeout: float) -> tuple[str, Any]:
         __tracebackhide__ = True
@@ -226,23 +307,35 @@ class Engine:
             if not self._process.is_alive() or self._conn.closed:
                 raise self._crashed(doing)
             if time.monotonic() > deadline:
+                self.failed = True
                 self.kill()
                 raise EngineTimeoutError(
                     f"{self.config.describe()} (worker pid {self.pid}) did not finish {doing} "
                     f"within {timeout:g} s and was killed (raise --specdecode-timeout or the "
-                    f"marker's timeout=).\n--- last lines of the engine log {self.log_path} "
-                    f"---\n{_tail(self.log_path)}"
+                    f"marker's timeout=).\n{_log_tail(self.log_path)}"
                 )
 
     def _crashed(self, doing: str) -> EngineCrashedError:
         """The error for a dead worker: its exit cause and the end of its log."""
         if self._process.exitcode is None:
             self._process.join(5)
-        cause = _exit_cause(self._process.exitcode)
+        cause = exit_cause(self._process.exitcode)
+        self.failed = True
         self.kill()
         return EngineCrashedError(
             f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: {cause}.\n"
-            f"--- last lines of the engine log {self.log_path} ---\n{_tail(self.log_path)}"
+            f"{_log_tail(self.log_path)}"
+        )
+
+    def _core_died(self, doing: str, cause: str) -> EngineCrashedError:
+        """The error for a worker whose vLLM engine core died: the worker has shut down."""
+        self.failed = True
+        self._process.join(10)  # it shuts vLLM down (bounded) and exits
+        self.kill()
+        return EngineCrashedError(
+            f"{self.config.describe()} (worker pid {self.pid}): vLLM's engine core died during "
+            f"{doing}: {cause}. The engine is replaced by a fresh one for the next test.\n"
+            f"{_log_tail(self.log_path)}"
         )
 
     def call(self, command: str, **kwargs: Any) -> Any:
@@ -251,11 +344,15 @@ class Engine:
         if not self.alive:
             raise self._crashed(f"{command} (it had died before the call)")
         self.calls += 1
+        self._pending = True
         try:
             self._conn.send((command, kwargs))
         except (BrokenPipeError, OSError):
             pass  # reported by _receive as a crash
         status, payload = self._receive(command, self.timeout)
+        self._pending = False
+        if status == "dead":
+            raise self._core_died(command, payload)
         if status != "ok":
             raise EngineError(f"{self.config.describe()}: {command} failed:\n{payload}")
         return payload
@@ -289,26 +386,37 @@ class Engine:
         return result
 
     def close(self, timeout: float = 60.0) -> None:
-        """Ask the worker to shut vLLM down and exit; kill its process group if it won't."""
-        if self._process.is_alive():
-            try:
+        """Ask the worker to shut vLLM down and exit; kill its process group if it won't.
+
+        A worker still busy with an interrupted command is killed at once.
+        """
+        try:
+            if self._process.is_alive() and not self._pending and not self._conn.closed:
                 self._conn.send(("shutdown", {}))
                 if self._conn.poll(timeout):
                     self._conn.recv()
-            except (EOFError, OSError, BrokenPipeError):
-                pass
-            self._process.join(10)
-        self.kill()
+                self._process.join(10)
+        except (EOFError, OSError):
+            pass
+        finally:
+            self.kill()
 
     def kill(self) -> None:
         """Kill the worker and every process of its group (vLLM's engine-core children)."""
-        try:
-            if self.pid:
-                os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if self._process.pid is not None:
+        pid = self._process.pid
+        if pid is not None and not self._reaped:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self._process.exitcode is None:  # not reaped: the pid is still the worker's
+                try:  # not yet leading its own group
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             self._process.join(5)
+            self._reaped = self._process.exitcode is not None
+        _RUNNING.discard(self)
         try:
             self._conn.close()
         except OSError:
@@ -317,7 +425,11 @@ class Engine:
 
 class EnginePool:
     """Engines cached by configuration; at most ``max_engines`` resident (least recently used
-    is shut down first)."""
+    is shut down first).
+
+    Engine logs go to ``log_dir`` (by default a temporary folder, removed at :meth:`close`
+    unless it holds the log of an engine that failed: only those are kept).
+    """
 
     def __init__(
         self,
@@ -332,8 +444,10 @@ class EnginePool:
         self.timeout = timeout
         self.progress = progress
         self._device = device
+        self._own_log_dir = log_dir is None
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="specdecode-logs-")
         self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._spawned: list[Engine] = []  # every engine started, ready or not
         self.starts = 0
         self.start_seconds = 0.0
 
@@ -358,7 +472,9 @@ class EnginePool:
         engine = self._engines.get(config.key)
         if engine is not None and not engine.alive:
             self.progress(f"{config.describe()} is no longer running; starting a fresh one")
-            self.release(config)
+            self._engines.pop(config.key)
+            engine.failed = True
+            engine.kill()
             engine = None
         if engine is not None:
             self._engines.move_to_end(config.key)
@@ -375,18 +491,24 @@ class EnginePool:
         placement = place(config, self.device, self.max_engines)
         self.progress(f"starting {config.describe()} [{placement.memory}] ...")
         try:
-            engine = Engine(config, placement, timeout=self.timeout, log_dir=self.log_dir)
+            engine = Engine(
+                config,
+                placement,
+                timeout=self.timeout,
+                log_dir=self.log_dir,
+                on_start=self._spawned.append,
+            )
         except EngineStartError as exc:
-            if _looks_like_memory(str(exc)):
+            if out_of_memory(str(exc)):
                 raise EngineStartError(
                     f"{exc}\n{memory_advice(self.device, self.max_engines)}"
                 ) from None
             raise
+        self._engines[config.key] = engine
         engine.timeout = timeout or self.timeout
         self.starts += 1
         self.start_seconds += engine.start_seconds
         self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
-        self._engines[config.key] = engine
         return engine
 
     def release(self, config: EngineConfig) -> None:
@@ -396,13 +518,47 @@ class EnginePool:
             engine.close()
 
     def close(self) -> None:
-        """Shut every engine down; none survives this call."""
+        """Shut every engine down; none survives this call, even one interrupted mid-start.
+
+        Then remove the logs of engines that did not fail (and the pool's own log folder when
+        nothing is left in it).
+        """
+        interrupted: BaseException | None = None
         while self._engines:
             _, engine = self._engines.popitem(last=False)
+            if interrupted is not None:
+                engine.kill()
+                continue
             try:
                 engine.close()
             except Exception:
                 engine.kill()
+            except BaseException as exc:  # a second Ctrl-C: kill the rest without waiting
+                interrupted = exc
+        for engine in self._spawned:
+            engine.kill()
+        self._remove_logs()
+        if interrupted is not None:
+            raise interrupted
+
+    def kept_logs(self) -> list[str]:
+        """Logs of the engines that failed, kept after :meth:`close`."""
+        return [e.log_path for e in self._spawned if e.failed and os.path.exists(e.log_path)]
+
+    def _remove_logs(self) -> None:
+        if not self._own_log_dir:
+            return  # the caller's folder: the caller's logs
+        for engine in self._spawned:
+            if not engine.failed:
+                try:
+                    os.remove(engine.log_path)
+                except OSError:
+                    pass
+        self._spawned = [e for e in self._spawned if e.failed]
+        try:
+            os.rmdir(self.log_dir)  # only when empty: failed engines' logs stay
+        except OSError:
+            pass
 
     def __len__(self) -> int:
         return len(self._engines)

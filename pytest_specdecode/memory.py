@@ -8,9 +8,14 @@ from pathlib import Path
 
 
 def group_pids(pgid: int) -> list[int]:
-    """Processes whose process group is ``pgid`` (an engine worker leads its own group)."""
+    """Running processes whose process group is ``pgid`` (an engine worker leads its own
+    group); zombies (dead, not yet reaped) are left out. Empty without ``/proc``."""
     pids = []
-    for entry in Path("/proc").iterdir():
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
         if not entry.name.isdigit():
             continue
         try:
@@ -19,9 +24,22 @@ def group_pids(pgid: int) -> list[int]:
             continue
         # the command name may hold spaces and parentheses: split after its closing ")"
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             pids.append(int(entry.name))
     return pids
+
+
+def process_titles(pids: list[int]) -> dict[int, str]:
+    """Each running process's title: its command line as shown by ``ps`` (vLLM names its own
+    processes ``VLLM::EngineCore``, ``VLLM::Worker`` ...)."""
+    titles = {}
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        titles[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    return titles
 
 
 def rss_gib(pids: list[int]) -> float:

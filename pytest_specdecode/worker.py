@@ -5,20 +5,25 @@ certain (the process exits) and keeps an engine crash from taking the test sessi
 worker leads its own process group, so the parent can kill it together with vLLM's children.
 
 Protocol over a ``multiprocessing`` pipe: the worker first sends ``("ready", info)`` or
-``("error", text)``; then for each ``(command, kwargs)`` it answers ``("ok", value)`` or
-``("error", text)``. Everything sent is plain data (no pickled vLLM objects).
+``("error", text)``; then for each ``(command, kwargs)`` it answers ``("ok", value)``,
+``("error", text)`` or, when vLLM's engine core has died, ``("dead", cause)`` and exits.
+Everything sent is plain data (no pickled vLLM objects; ``info`` is plain JSON types). When the
+connection ends or the parent disappears, the worker shuts vLLM down and kills its own process
+group.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 SPEC_COUNTERS = (
     "vllm:spec_decode_num_drafts",
@@ -26,6 +31,8 @@ SPEC_COUNTERS = (
     "vllm:spec_decode_num_accepted_tokens",
 )
 SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+#: Longest wait for vLLM to shut down before the worker kills its process group.
+SHUTDOWN_SECONDS = 10.0
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -134,6 +141,24 @@ class _Engine:
             for m in self.llm.get_metrics()
         ]
 
+    def dead_cause(self, exc: BaseException) -> str:
+        """What died under a ``vllm.LLM`` that raised ``EngineDeadError``: each engine-core
+        process that exited, with its exit cause."""
+        manager: Any = None
+        try:
+            manager = self.llm.llm_engine.engine_core.resources.engine_manager
+        except AttributeError:
+            pass
+        procs = list(getattr(manager, "processes", None) or [])
+        died = []
+        deadline = time.monotonic() + 5.0
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))  # reaps it once it is dead
+            if proc.exitcode is not None:
+                died.append(f"process {proc.name} (pid {proc.pid}) {exit_cause(proc.exitcode)}")
+        what = "; ".join(died) if died else "no exit cause found (see the engine log)"
+        return f"{what} (vLLM raised {type(exc).__name__})"
+
     def shutdown(self) -> None:
         shutdown = getattr(self.llm, "shutdown", None)
         if shutdown is None:
@@ -141,6 +166,122 @@ class _Engine:
             shutdown = getattr(engine_core, "shutdown", None)
         if shutdown is not None:
             shutdown()
+
+
+def plain(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` as plain JSON types (a ``str`` subclass such as torch's ``TorchVersion`` becomes
+    a ``str``): what leaves the worker may travel on to pytest-xdist's controller."""
+    result: dict[str, Any] = json.loads(json.dumps(info, default=str))
+    return result
+
+
+def exit_cause(exitcode: int | None) -> str:
+    """A process's exit code in words: ``exit code 1``, ``killed by SIGKILL`` ..."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+def is_engine_dead(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is vLLM's ``EngineDeadError``: the engine
+    core process is gone and this ``vllm.LLM`` can never answer again."""
+    dead: tuple[type[BaseException], ...] = ()
+    if "vllm" in sys.modules:  # never import vLLM just to ask
+        try:
+            from vllm.v1.engine.exceptions import EngineDeadError
+
+            dead = (EngineDeadError,)
+        except ImportError:
+            pass
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, dead) or type(current).__name__ == "EngineDeadError":
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _kill_group_and_exit(code: int) -> NoReturn:
+    """Kill every other process of this worker's group (vLLM's engine core and its workers,
+    whatever state they are in), then exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    from .memory import group_pids
+
+    me = os.getpid()
+    if os.getpgid(0) == me:  # never signal the parent's group
+        for pid in group_pids(me):
+            if pid != me:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+    os._exit(code)
+
+
+def _shutdown(engine: Any, timeout: float = SHUTDOWN_SECONDS) -> None:
+    """Shut vLLM down, waiting at most ``timeout`` seconds (a dead or stuck engine core may
+    never answer)."""
+
+    def shut() -> None:
+        try:
+            engine.shutdown()
+        except BaseException:
+            traceback.print_exc()
+
+    thread = threading.Thread(target=shut, daemon=True, name="specdecode-shutdown")
+    thread.start()
+    thread.join(timeout)
+
+
+def _send(conn: Connection, message: tuple[str, Any]) -> bool:
+    """Send to the parent; False when it is gone."""
+    try:
+        conn.send(message)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
+    """Say ``ready`` with ``info``, then answer commands until told to shut down.
+
+    Never returns: on ``shutdown``, on the end of the connection (the parent went away or gave
+    up on this worker) and on a dead vLLM engine core (answered ``("dead", cause)``) it shuts
+    vLLM down, kills the rest of its process group and exits.
+    """
+    if not _send(conn, ("ready", plain(info))):
+        _shutdown(engine)
+        _kill_group_and_exit(0)
+    while True:
+        try:
+            command, kwargs = conn.recv()
+        except (EOFError, OSError):
+            _shutdown(engine)
+            _kill_group_and_exit(0)
+        if command == "shutdown":
+            _shutdown(engine)
+            _send(conn, ("ok", None))
+            _kill_group_and_exit(0)
+        try:
+            reply: tuple[str, Any] = ("ok", getattr(engine, command)(**kwargs))
+        except BaseException as exc:
+            if is_engine_dead(exc):
+                traceback.print_exc()  # into the engine log
+                _send(conn, ("dead", engine.dead_cause(exc)))
+                _shutdown(engine)
+                _kill_group_and_exit(0)
+            reply = ("error", traceback.format_exc())
+        if not _send(conn, reply):
+            _shutdown(engine)
+            _kill_group_and_exit(0)
 
 
 def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path: str) -> None:
@@ -162,39 +303,14 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
             kv_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
         except (AttributeError, TypeError, ValueError):
             pass
-        conn.send(
-            (
-                "ready",
-                {
-                    "pid": os.getpid(),
-                    "start_seconds": time.perf_counter() - start,
-                    "vllm_version": getattr(vllm, "__version__", "unknown"),
-                    "torch_version": torch.__version__,
-                    "kv_cache_tokens": kv_tokens,
-                },
-            )
-        )
+        info = {
+            "pid": os.getpid(),
+            "start_seconds": time.perf_counter() - start,
+            "vllm_version": str(getattr(vllm, "__version__", "unknown")),
+            "torch_version": str(torch.__version__),
+            "kv_cache_tokens": kv_tokens,
+        }
     except BaseException:
-        conn.send(("error", traceback.format_exc()))
-        sys.stdout.flush()
-        os._exit(3)
-    while True:
-        try:
-            command, kwargs = conn.recv()
-        except (EOFError, OSError):
-            break
-        if command == "shutdown":
-            try:
-                engine.shutdown()
-            finally:
-                conn.send(("ok", None))
-            break
-        try:
-            value = getattr(engine, command)(**kwargs)
-        except BaseException:
-            conn.send(("error", traceback.format_exc()))
-            continue
-        conn.send(("ok", value))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        _send(conn, ("error", traceback.format_exc()))
+        _kill_group_and_exit(3)
+    serve(conn, engine, info)
