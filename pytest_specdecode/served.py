@@ -6,6 +6,11 @@ deltas of the server's Prometheus ``/metrics`` (``vllm:spec_decode_*_total``), p
 ``prometheus_client``'s text parser. Other traffic on a server during a round is detected from
 its request counter and reported.
 
+Each server is driven through one pooled ``httpx.Client`` with keep-alive. Before the clock of
+a round starts, as many connections as the round runs requests at once are opened (vLLM's
+server closes a connection idle for 5 s, ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``), so connection
+set-up does not land inside TTFT.
+
 Before the first measurement the pool checks that it measures what it claims: both servers
 serve the same model (``/v1/models``), the baseline server does not speculate and the
 speculative one does (``/metrics``).
@@ -17,44 +22,64 @@ in every error message.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from .engine import Placement
+import httpx
+
+from .backend import (
+    REQUESTS_FINISHED,
+    SPEC_COUNTERS,
+    SPEC_PER_POSITION,
+    Counters,
+    Placement,
+    PlainCalls,
+    RequestFigures,
+    Round,
+)
 from .engine_config import EngineConfig
 from .errors import ConfigError, EngineError
+from .platform import Device
+
+if TYPE_CHECKING:
+    from .backend import EngineBackend, EngineSource
 
 API_KEY_ENV = "SPECDECODE_API_KEY"
 
-_SPEC = {
-    "vllm:spec_decode_num_drafts": "num_drafts",
-    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
-}
-_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-_REQUESTS = "vllm:request_success"
 _TIMEOUT_FIX = "raise --specdecode-timeout or the marker's timeout="
+_DETAIL_BYTES = 500  # of an error answer, shown in the message
+#: seconds an idle connection is kept: below vLLM's default keep-alive (5 s), so the client
+#: never sends on a connection the server is closing
+_KEEPALIVE_S = 4.0
+#: seconds to wait after a round for the server to count its requests as finished
+_SETTLE_S = 5.0
 
 
-def parse_metrics(text: str) -> dict[str, Any]:
-    """Speculative-decoding counters and the finished-request count from a /metrics page.
+@dataclass(frozen=True)
+class ServerMetrics:
+    """What a server's ``/metrics`` page tells."""
 
-    ``speculating`` says whether the page has speculative-decoding counters at all: vLLM
-    registers them only on a server started with a speculative config (even before any draft).
-    """
+    counters: Counters
+    requests: int  # finished requests (``vllm:request_success``), all reasons
+    #: whether the page has speculative-decoding counters at all: vLLM registers them only on a
+    #: server started with a speculative config (even before any draft)
+    speculating: bool
+
+
+def parse_metrics(text: str) -> ServerMetrics:
+    """The speculative-decoding counters (summed over labels) and the finished-request count
+    from a ``/metrics`` page."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    counters: dict[str, Any] = {v: 0 for v in _SPEC.values()}
+    totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
     per_pos: dict[int, int] = {}
     requests = 0
     speculating = False
@@ -63,76 +88,67 @@ def parse_metrics(text: str) -> dict[str, Any]:
             if not sample.name.endswith("_total"):
                 continue  # skip _created samples
             name = sample.name.removesuffix("_total")
-            if name == _PER_POS:  # before num_accepted_tokens: it is a prefix of this name
+            if name == SPEC_PER_POSITION:  # before SPEC_COUNTERS: one of them is its prefix
                 position = int(sample.labels.get("position", 0))
                 per_pos[position] = per_pos.get(position, 0) + int(sample.value)
-            elif name in _SPEC:
-                counters[_SPEC[name]] += int(sample.value)
+            elif name in SPEC_COUNTERS:
+                totals[SPEC_COUNTERS[name]] += int(sample.value)
                 speculating = True
-            elif name == _REQUESTS:
+            elif name == REQUESTS_FINISHED:
                 requests += int(sample.value)
-    counters["accepted_per_position"] = [per_pos[i] for i in sorted(per_pos)]
-    counters["requests"] = requests
-    counters["speculating"] = speculating
-    return counters
+    counters = Counters(
+        totals["num_drafts"],
+        totals["num_draft_tokens"],
+        totals["num_accepted_tokens"],
+        tuple(per_pos[i] for i in sorted(per_pos)),
+    )
+    return ServerMetrics(counters, requests, speculating)
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(scheme)
-    except ValueError:
-        port = None
-    return scheme, (parts.hostname or "").lower(), port
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the default one filled in)."""
+    return url.scheme, url.host.lower(), url.port or {"http": 80, "https": 443}.get(url.scheme)
 
 
-class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
-    """Follows redirects, but drops the ``Authorization`` header when one leaves the origin
-    (scheme, host and port) the request was made to."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(req.full_url) != _origin(new.full_url):
-            new.remove_header("Authorization")
-        return new
-
-
-_OPENER = urllib.request.build_opener(_SameOriginAuth)
-
-
-@dataclass
-class ServedEngine:
+class ServedEngine(PlainCalls):
     """A running OpenAI-compatible vLLM server, driven like an engine worker.
 
     ``role`` (``"baseline"`` or ``"speculative"``) only names the server in messages; the
-    baseline one must not speculate (checked by the pool, and after every round).
+    baseline one must not speculate (checked by the pool, and after every round). ``timeout``
+    bounds every request as a whole, the first ones (``/v1/models``, ``/version``) included.
     """
 
-    url: str
-    config: EngineConfig
-    api_key_env: str = API_KEY_ENV
-    timeout: float = 900.0
-    model: str | None = None
-    role: str = "speculative"
-    other_traffic: int = 0
-    placement: Placement = field(
-        default_factory=lambda: Placement({}, "served (memory set by the server)", {})
-    )
-    info: dict[str, Any] = field(default_factory=dict)
-    #: the model's path or name behind the id (``root`` in ``/v1/models``), where listed
-    root: str | None = None
+    def __init__(
+        self,
+        url: str,
+        config: EngineConfig,
+        api_key_env: str = API_KEY_ENV,
+        *,
+        timeout: float = 900.0,
+        model: str | None = None,
+        role: str = "speculative",
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.config = config
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self.model = model
+        self.role = role
+        #: the model's path or name behind the id (``root`` in ``/v1/models``), where listed
+        self.root: str | None = None
+        self.placement = Placement({}, "served (memory set by the server)", {})
+        self.info: dict[str, Any] = {}
+        self._origin = _origin(httpx.URL(self.url))
+        self._http: httpx.Client | None = None
+        self._lock = threading.Lock()
+        try:
+            self._identify()
+        except BaseException:
+            self.close()
+            raise
 
-    def __post_init__(self) -> None:
-        self.url = self.url.rstrip("/")
+    def _identify(self) -> None:
+        """The model id (from ``/v1/models`` unless given) and the server's vLLM version."""
         if self.model is None:
             models = self._get_json("/v1/models")
             try:
@@ -143,18 +159,54 @@ class ServedEngine:
             if isinstance(entry, dict) and entry.get("root"):
                 self.root = str(entry["root"])
         self.info = {"served_url": self.url, "served_model": self.model}
+        if self.role == "speculative":
+            self.info["method"] = "served"
         try:
-            self.info["vllm_version"] = str(self._get_json("/version").get("version"))
-        except (EngineError, AttributeError):
-            pass
+            self.info["vllm_version"] = str(self._get_json("/version")["version"])
+        except (EngineError, KeyError, TypeError):
+            pass  # an older server or a proxy without /version: the report leaves it out
 
     @property
     def option(self) -> str:
         return f"--specdecode-{self.role}-url"
 
+    @property
+    def alive(self) -> bool:
+        return True
+
+    @property
+    def pid(self) -> int | None:
+        """None: the server's processes are not ours."""
+        return None
+
     # -- HTTP --------------------------------------------------------------------------
+    def _client(self) -> httpx.Client:
+        """The engine's one client (made again after :meth:`close`). No pool limit: a round's
+        concurrency bounds the connections, and idle ones are kept for the next round."""
+        with self._lock:
+            if self._http is None:
+                self._http = httpx.Client(
+                    follow_redirects=True,
+                    limits=httpx.Limits(
+                        max_connections=None,
+                        max_keepalive_connections=None,
+                        keepalive_expiry=_KEEPALIVE_S,
+                    ),
+                    event_hooks={"request": [self._authorize]},
+                )
+            return self._http
+
     def _key(self) -> str | None:
         return os.environ.get(self.api_key_env) or None
+
+    def _authorize(self, request: httpx.Request) -> None:
+        """Runs on every request, each redirect included: the key goes to the server's own
+        origin (scheme, host and port) and nowhere else."""
+        key = self._key()
+        if key and _origin(request.url) == self._origin:
+            request.headers["Authorization"] = f"Bearer {key}"
+        else:
+            request.headers.pop("Authorization", None)
 
     def _redact(self, text: str) -> str:
         """``text`` with the API key (plain or URL-quoted) replaced by ``***``."""
@@ -163,13 +215,6 @@ class ServedEngine:
             for form in {key, urllib.parse.quote(key), urllib.parse.quote_plus(key)}:
                 text = text.replace(form, "***")
         return text
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        key = self._key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
 
     def _timed_out(self, path: str) -> EngineError:
         return EngineError(
@@ -184,24 +229,11 @@ class ServedEngine:
             yield
         except EngineError:
             raise
-        except urllib.error.HTTPError as exc:
-            try:
-                detail = exc.read().decode(errors="replace")[:500]
-            except (OSError, http.client.HTTPException):
-                detail = ""
-            hint = f" (set the API key in ${self.api_key_env})" if exc.code in (401, 403) else ""
-            raise EngineError(
-                self._redact(f"{self.url}{path}: HTTP {exc.code}{hint}: {detail}")
-            ) from None
-        except TimeoutError:
+        except httpx.TimeoutException:
             raise self._timed_out(path) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise self._timed_out(path) from None
-            raise EngineError(
-                self._redact(f"{self.url}{path}: cannot connect ({exc.reason})")
-            ) from None
-        except (OSError, http.client.HTTPException) as exc:
+        except httpx.ConnectError as exc:
+            raise EngineError(self._redact(f"{self.url}{path}: cannot connect ({exc})")) from None
+        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
             raise EngineError(
                 self._redact(f"{self.url}{path}: connection failed ({exc!r})")
             ) from None
@@ -210,124 +242,193 @@ class ServedEngine:
                 self._redact(f"{self.url}{path}: unexpected answer ({exc})")
             ) from None
 
-    def _open(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, headers=self._headers())
-        return _OPENER.open(request, timeout=self.timeout)
+    @contextmanager
+    def _open(self, path: str, body: Mapping[str, Any] | None = None) -> Iterator[Iterator[bytes]]:
+        """A request to ``path`` (a POST of ``body`` as JSON, else a GET): yields its answer's
+        body as it arrives, cut off with an :class:`EngineError` once ``timeout`` has passed
+        since the request began. An HTTP error status is an :class:`EngineError`."""
+        deadline = time.perf_counter() + self.timeout
+        method = "GET" if body is None else "POST"
 
-    def _get(self, path: str) -> bytes:
-        with self._errors(path), self._open(path) as response:
-            data: bytes = response.read()
-            return data
+        def arriving(response: httpx.Response) -> Iterator[bytes]:
+            for chunk in response.iter_bytes():
+                if time.perf_counter() > deadline:  # a server that trickles: bound the whole call
+                    raise self._timed_out(path)
+                yield chunk
 
-    def _get_json(self, path: str) -> Any:
-        data = self._get(path)
+        with (
+            self._errors(path),
+            self._client().stream(method, self.url + path, json=body, timeout=self.timeout) as r,
+        ):
+            if r.status_code >= 400:
+                detail = bytearray()
+                for chunk in arriving(r):
+                    detail += chunk
+                    if len(detail) >= _DETAIL_BYTES:
+                        break
+                text = detail[:_DETAIL_BYTES].decode(errors="replace")
+                hint = (
+                    f" (set the API key in ${self.api_key_env})"
+                    if r.status_code in (401, 403)
+                    else ""
+                )
+                raise EngineError(
+                    self._redact(f"{self.url}{path}: HTTP {r.status_code}{hint}: {text}")
+                )
+            yield arriving(r)
+
+    def _call(self, path: str, body: Mapping[str, Any] | None = None) -> bytes:
+        """The whole answer to a GET (or a POST of ``body``)."""
+        with self._open(path, body) as arriving:
+            return b"".join(arriving)
+
+    def _get_json(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        data = self._call(path, body)
         with self._errors(path):
             return json.loads(data)
 
-    # -- what run_paired uses ------------------------------------------------------------
-    @property
-    def alive(self) -> bool:
-        return True
+    # -- the engine boundary -----------------------------------------------------------
+    def _body(
+        self, prompt: Any, sampling: Mapping[str, Any], i: int, stream: bool
+    ) -> dict[str, Any]:
+        """The completions request for prompt ``i``: ``structured_outputs`` may be a list
+        with one entry per prompt."""
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        body["return_token_ids"] = True
+        body.update((k, v) for k, v in sampling.items() if k != "structured_outputs")
+        per_prompt = sampling.get("structured_outputs")
+        structured = per_prompt[i] if isinstance(per_prompt, list) else per_prompt
+        if structured is not None:
+            body["structured_outputs"] = structured
+        return body
 
-    def _request(self, prompt: Any, sampling: dict[str, Any]) -> dict[str, Any]:
+    def _stream(self, body: Mapping[str, Any]) -> RequestFigures:
+        """One streamed completion, timed: TTFT from the first chunk that carries a token."""
         path = "/v1/completions"
-        body: dict[str, Any] = {
-            "model": self.model,
-            "prompt": prompt,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "return_token_ids": True,
-            **sampling,
-        }
         start = time.perf_counter()
-        deadline = start + self.timeout
         first: float | None = None
         token_ids: list[int] = []
         text: list[str] = []
-        with self._errors(path), self._open(path, body) as response:
-            for raw in response:
-                if time.perf_counter() > deadline:  # a server that trickles: bound the whole call
-                    raise self._timed_out(path)
-                line = raw.decode().strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                chunk = json.loads(payload)
-                for choice in chunk.get("choices") or []:
-                    ids = choice.get("token_ids") or []
-                    if (ids or choice.get("text")) and first is None:
-                        first = time.perf_counter()
-                    token_ids.extend(ids)
-                    text.append(choice.get("text") or "")
+        buffer = b""
+        with self._open(path, body) as arriving:
+            # read to the end (past [DONE]) so the connection goes back to the pool
+            for data in arriving:
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                for raw in lines:
+                    line = raw.decode().strip()
+                    if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                        continue
+                    for choice in self._choices(json.loads(line[5:]), path):
+                        ids = choice.get("token_ids") or []
+                        if (ids or choice.get("text")) and first is None:
+                            first = time.perf_counter()
+                        token_ids.extend(int(t) for t in ids)
+                        text.append(choice.get("text") or "")
         end = time.perf_counter()
         n = len(token_ids)
-        return {
-            "token_ids": token_ids,
-            "text": "".join(text),
-            "ttft": None if first is None else first - start,
-            "tpot": (end - first) / (n - 1) if first is not None and n > 1 else None,
-        }
+        return RequestFigures(
+            tuple(token_ids),
+            "".join(text),
+            None if first is None else first - start,
+            (end - first) / (n - 1) if first is not None and n > 1 else None,
+        )
 
-    def generate(
-        self, prompts: Sequence[Any], sampling: dict[str, Any], concurrency: int | None = None
-    ) -> dict[str, Any]:
-        counters = self._metrics()
-        before, drafts = counters["requests"], counters["num_drafts"]
-        per_prompt = sampling.get("structured_outputs")
-        bodies = []
-        for i, prompt in enumerate(prompts):
-            body = {k: v for k, v in sampling.items() if k != "structured_outputs"}
-            structured = per_prompt[i] if isinstance(per_prompt, list) else per_prompt
-            if structured is not None:
-                body["structured_outputs"] = structured
-            bodies.append((prompt, body))
-        start = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=concurrency or len(prompts)) as pool:
-            requests = list(pool.map(lambda pb: self._request(*pb), bodies))
-        elapsed = time.perf_counter() - start
-        # The server counts a request as finished a moment after its last chunk: wait for
-        # ours to show up before reading what else it served.
-        expected = before + len(prompts)
-        counters = self._metrics()
-        deadline = time.monotonic() + 5.0
-        while counters["requests"] < expected and time.monotonic() < deadline:
-            time.sleep(0.05)
-            counters = self._metrics()
-        if counters["requests"] > expected:
-            self.other_traffic += counters["requests"] - expected
-        if self.role == "baseline" and counters["num_drafts"] > drafts:
+    def _choices(self, answer: Any, path: str) -> list[dict[str, Any]]:
+        """The ``choices`` of an answer (a streamed chunk or a whole one); an ``error`` in it
+        (vLLM reports failures met mid-stream that way) is an :class:`EngineError`."""
+        if not isinstance(answer, dict):
+            raise ValueError(f"expected a JSON object, got {type(answer).__name__}")
+        if answer.get("error"):
+            raise EngineError(self._redact(f"{self.url}{path}: {answer['error']}"))
+        return [c for c in answer.get("choices") or [] if isinstance(c, dict)]
+
+    def _connect_ahead(self, pool: ThreadPoolExecutor, n: int) -> None:
+        """Start ``n`` threads of ``pool`` and open ``n`` connections (each thread holds its
+        ``/health`` answer until all ``n`` have one) before a round's clock starts."""
+        together = threading.Barrier(n, timeout=self.timeout)
+
+        def hold() -> None:
+            try:
+                with self._client().stream("GET", self.url + "/health", timeout=self.timeout) as r:
+                    together.wait()
+                    r.read()
+            except Exception:  # best effort: the round's own requests say what is wrong
+                together.abort()
+
+        for future in [pool.submit(hold) for _ in range(n)]:
+            future.result()
+
+    def generate_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
+    ) -> Round:
+        """Stream every prompt, at most ``concurrency`` at once (default: all), timed."""
+        before = self._metrics()
+        bodies = [self._body(p, sampling, i, stream=True) for i, p in enumerate(prompts)]
+        workers = max(1, min(concurrency or len(bodies), len(bodies)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            self._connect_ahead(pool, workers)
+            start = time.perf_counter()
+            requests = tuple(pool.map(self._stream, bodies))
+            elapsed = time.perf_counter() - start
+        after = self._settled(before.requests + len(bodies))
+        if self.role == "baseline" and after.counters.num_drafts > before.counters.num_drafts:
             raise ConfigError(
                 self._redact(
-                    f"{self.option} {self.url} speculates: its vllm:spec_decode_num_drafts "
-                    f"went from {drafts} to {counters['num_drafts']} during a baseline round. "
-                    "Point it at a server of the same model started without "
+                    f"{self.option} {self.url} speculates: its vllm:spec_decode_num_drafts went "
+                    f"from {before.counters.num_drafts} to {after.counters.num_drafts} during a "
+                    "baseline round. Point it at a server of the same model started without "
                     "--speculative-config."
                 )
             )
-        return {"elapsed": elapsed, "requests": requests}
+        other = max(0, after.requests - before.requests - len(bodies))
+        return Round(elapsed, requests, other)
 
-    def _metrics(self) -> dict[str, Any]:
-        data = self._get("/metrics")
+    def _settled(self, expected: int) -> ServerMetrics:
+        """The metrics once the server counts ``expected`` finished requests: it counts a
+        request a moment after its last chunk (waits at most ``_SETTLE_S``)."""
+        metrics = self._metrics()
+        deadline = time.monotonic() + _SETTLE_S
+        while metrics.requests < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+            metrics = self._metrics()
+        return metrics
+
+    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
+        """Every completion's token ids, per prompt: one non-streamed request per prompt for
+        ``sampling["n"]`` completions, the prompts concurrently."""
+        n = int(sampling.get("n") or 1)
+        bodies = [self._body(p, sampling, i, stream=False) for i, p in enumerate(prompts)]
+        with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
+            return list(pool.map(lambda body: self._completions(body, n), bodies))
+
+    def _completions(self, body: Mapping[str, Any], n: int) -> list[list[int]]:
+        path = "/v1/completions"
+        answer = self._get_json(path, body)
+        with self._errors(path):
+            choices = sorted(self._choices(answer, path), key=lambda c: int(c.get("index") or 0))
+            if len(choices) != n or any(c.get("token_ids") is None for c in choices):
+                raise ValueError(
+                    f"expected {n} completions with token_ids, got {len(choices)} "
+                    f"({sum(c.get('token_ids') is not None for c in choices)} with token_ids)"
+                )
+            return [[int(t) for t in c["token_ids"]] for c in choices]
+
+    def _metrics(self) -> ServerMetrics:
+        data = self._call("/metrics")
         with self._errors("/metrics"):
-            return parse_metrics(data.decode())
+            metrics = parse_metrics(data.decode())
+        k = len(metrics.counters.accepted_per_position)
+        if self.role == "speculative" and metrics.speculating and k:
+            self.info["num_speculative_tokens"] = k  # the server's per-position counters
+        return metrics
 
-    def spec_counters(self) -> dict[str, Any]:
-        return self._metrics()
-
-    def metrics(self) -> list[dict[str, Any]]:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        data = self._get("/metrics")
-        with self._errors("/metrics"):
-            return [
-                {"type": f.type, "name": s.name, "labels": dict(s.labels), "value": s.value}
-                for f in text_string_to_metric_families(data.decode())
-                for s in f.samples
-                if s.name.startswith("vllm:")
-            ]
+    def counters(self) -> Counters:
+        """The server's cumulative speculative-decoding counters (all zero when it does not
+        speculate)."""
+        return self._metrics().counters
 
     def describe(self) -> dict[str, Any]:
         """What the report records of this server: its URL and the model it serves."""
@@ -337,20 +438,20 @@ class ServedEngine:
         return described
 
     def close(self) -> None:
-        """Nothing to stop: the server is not ours."""
+        """Close the connections (the server is not ours to stop)."""
+        with self._lock:
+            http, self._http = self._http, None
+        if http is not None:
+            http.close()
 
 
 class ServedPool:
-    """Stands in for :class:`~pytest_specdecode.engine.EnginePool`: two fixed servers.
+    """Where engines come from in served mode: two fixed servers.
 
     Both servers are contacted on first use and checked together (same model, only the
     speculative one speculates) before anything is measured. ``timeout`` bounds every request,
     the first ones included; a test's own timeout replaces it for that test.
     """
-
-    max_engines = 2
-    starts = 0
-    start_seconds = 0.0
 
     def __init__(
         self, baseline_url: str, speculative_url: str, api_key_env: str, timeout: float = 900.0
@@ -363,7 +464,15 @@ class ServedPool:
         }
         self.api_key_env = api_key_env
         self.timeout = timeout
+        self.max_engines = 2
+        self.starts = 0
+        self.start_seconds = 0.0
         self._engines: dict[str, ServedEngine] = {}
+
+    @property
+    def device(self) -> Device:
+        """The engines run elsewhere: their hardware is not visible from here."""
+        return Device("served", "remote vLLM servers (hardware not visible from here)")
 
     def acquire(
         self,
@@ -382,17 +491,24 @@ class ServedPool:
 
     def _connect(self, config: EngineConfig, timeout: float) -> dict[str, ServedEngine]:
         """Contact both servers and check that they make a baseline/speculative pair."""
-        engines = {
-            role: ServedEngine(
-                self.urls[role],
-                config,
-                self.api_key_env,
-                timeout=timeout,
-                role=role,
-            )
-            for role in ("baseline", "speculative")
-        }
-        base, spec = engines["baseline"], engines["speculative"]
+        engines: dict[str, ServedEngine] = {}
+        try:
+            for role in ("baseline", "speculative"):
+                engines[role] = ServedEngine(
+                    self.urls[role], config, self.api_key_env, timeout=timeout, role=role
+                )
+            self._check_pair(engines["baseline"], engines["speculative"])
+        except BaseException:
+            for engine in engines.values():
+                engine.close()
+            raise
+        served = {role: engine.describe() for role, engine in engines.items()}
+        for engine in engines.values():
+            engine.info["served"] = served
+        return engines
+
+    @staticmethod
+    def _check_pair(base: ServedEngine, spec: ServedEngine) -> None:
         same = base.model == spec.model or (base.root is not None and base.root == spec.root)
         if not same:
             raise ConfigError(
@@ -401,26 +517,30 @@ class ServedPool:
                 f"{spec.model!r}. Point both at servers of the same target model."
             )
         same_url = " (both options give the same URL)" if base.url == spec.url else ""
-        if base._metrics()["speculating"]:
+        if base._metrics().speculating:
             raise ConfigError(
                 f"--specdecode-baseline-url {base.url} speculates{same_url}: its /metrics has "
                 "vllm:spec_decode_* counters, so it was started with --speculative-config. "
                 f"Point it at a server of {base.model!r} started without speculative decoding."
             )
-        if not spec._metrics()["speculating"]:
+        if not spec._metrics().speculating:
             raise ConfigError(
                 f"--specdecode-speculative-url {spec.url} does not speculate{same_url}: its "
                 "/metrics has no vllm:spec_decode_* counters (started without "
                 "--speculative-config, or with --disable-log-stats). Point it at a server of "
                 f"{spec.model!r} started with speculative decoding and metrics."
             )
-        served = {role: engine.describe() for role, engine in engines.items()}
-        for engine in engines.values():
-            engine.info["served"] = served
-        return engines
 
     def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
         self._engines.clear()
 
     def __len__(self) -> int:
         return len(self._engines)
+
+
+if TYPE_CHECKING:  # mypy proves that both implement the engine boundary exactly
+
+    def _implements(engine: ServedEngine, pool: ServedPool) -> tuple[EngineBackend, EngineSource]:
+        return engine, pool

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.engine_config import EngineConfig
 from pytest_specdecode.platform import find_iomp
+from pytest_specdecode.served import ServedPool
 
 from .e2e_support import build_pair, needs_vllm
 
@@ -36,6 +38,19 @@ def test_served(specdecode):
     assert_outputs_equivalent(r, min_match_rate=0.5)
     assert r.speculative.ttft is not None and r.speculative.tpot is not None
 """
+# the first run also samples at temperature > 0 through the completions API (n per prompt)
+SUITE_WITH_SAMPLES = (
+    SUITE
+    + """
+
+@pytest.mark.specdecode("served")
+def test_served_samples(specdecode):
+    check = specdecode.sample_equivalence(["the hot word is", "water and people"], samples=8,
+                                          tokens=4)
+    assert check.samples_per_engine == 8
+    assert len(check.tests) == 2 * 3  # two prompts, positions 2..4
+"""
+)
 
 
 def _free_port() -> int:
@@ -103,13 +118,13 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
 def test_suite_measures_two_running_servers(
     servers: tuple[str, str, str], pytester: pytest.Pytester
 ) -> None:
-    pytester.makepyfile(test_served=SUITE)
+    pytester.makepyfile(test_served=SUITE_WITH_SAMPLES)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--specdecode-baseline-url", servers[0],
         "--specdecode-speculative-url", servers[1], "--specdecode-trials", "3",
         "--specdecode-report", "report.json", timeout=600,
     )  # fmt: skip
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     report = json.loads((pytester.path / "report.json").read_text())
     entry = report["results"][0]
     assert entry["acceptance_rate"] > 0.9 and entry["num_drafts"] > 0
@@ -121,6 +136,25 @@ def test_suite_measures_two_running_servers(
         "baseline": {"url": servers[0], "model": servers[2]},
         "speculative": {"url": servers[1], "model": servers[2]},
     }
+
+
+def test_the_served_backend_on_real_servers(servers: tuple[str, str, str]) -> None:
+    """k from the server's per-position counters, n sampled completions per prompt with
+    their token ids, and a timed round, straight through the backend."""
+    pool = ServedPool(servers[0], servers[1], "SPECDECODE_API_KEY", timeout=300)
+    try:
+        spec = pool.acquire(EngineConfig.create(servers[2], {"method": "served"}, {}))
+        assert spec.info["method"] == "served" and spec.info["num_speculative_tokens"] == 4
+        sampling = {"temperature": 0.8, "max_tokens": 5, "ignore_eos": True, "n": 3}
+        samples = spec.sample(["the hot word is", "water and people"], sampling)
+        assert [len(per_prompt) for per_prompt in samples] == [3, 3]
+        assert all(len(ids) == 5 for per_prompt in samples for ids in per_prompt)
+        greedy = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
+        done = spec.generate_round(["the hot word is"] * 3, greedy, concurrency=2)
+        assert [len(q.token_ids) for q in done.requests] == [8, 8, 8]
+        assert done.other_requests == 0 and spec.counters().num_drafts > 0
+    finally:
+        pool.close()
 
 
 def test_a_baseline_url_that_speculates_is_refused(

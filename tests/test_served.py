@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.backend import Counters, EngineBackend, EngineSource
 from pytest_specdecode.engine_config import EngineConfig
 from pytest_specdecode.errors import ConfigError, EngineError
-from pytest_specdecode.served import ServedEngine, ServedPool, parse_metrics
+from pytest_specdecode.served import ServedEngine, ServedPool, ServerMetrics, parse_metrics
 from pytest_specdecode.settings import BY_NAME
 
 SPEC_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -43,30 +44,26 @@ def metrics_text(speculating: bool = True, **values: int) -> str:
 
 
 def test_parse_metrics_sums_labels_and_orders_positions() -> None:
-    counters = parse_metrics(
+    metrics = parse_metrics(
         metrics_text(drafts=10, draft_tokens=20, accepted=15, pos0=9, pos1=6, requests=4)
     )
-    assert counters == {
-        "num_drafts": 10,
-        "num_draft_tokens": 20,
-        "num_accepted_tokens": 15,
-        "accepted_per_position": [9, 6],
-        "requests": 4,
-        "speculating": True,
-    }
+    assert metrics == ServerMetrics(Counters(10, 20, 15, (9, 6)), requests=4, speculating=True)
 
 
 def test_parse_metrics_tells_a_server_without_speculation() -> None:
-    assert parse_metrics(metrics_text(speculating=True))["speculating"]  # counters at 0 count
-    assert not parse_metrics(metrics_text(speculating=False, requests=3))["speculating"]
+    assert parse_metrics(metrics_text(speculating=True)).speculating  # counters at 0 count
+    assert not parse_metrics(metrics_text(speculating=False, requests=3)).speculating
 
 
 class FakeServer:
-    """A stand-in vLLM server: streams two tokens per chunk and counts requests.
+    """A stand-in vLLM server on HTTP/1.1 with keep-alive: streams two tokens per chunk,
+    answers non-streamed requests with ``n`` completions, and counts requests.
 
     ``speculating`` puts spec-decode counters on /metrics; ``api_key`` requires that key (a
     401 answer echoes the Authorization header it got, as a careless proxy would);
-    ``redirects`` maps a path to a Location to redirect to; ``delay`` holds every answer.
+    ``redirects`` maps a path to a Location to redirect to; ``delay`` holds every answer;
+    ``trickle`` holds every streamed chunk; ``strangers`` requests of someone else finish with
+    each of ours. A prompt ``"fail"`` gets an error event in its stream.
     """
 
     def __init__(
@@ -78,18 +75,25 @@ class FakeServer:
         api_key: str | None = None,
         redirects: dict[str, str] | None = None,
         delay: float = 0.0,
+        trickle: float = 0.0,
+        strangers: int = 0,
     ) -> None:
         self.requests = 0
         self.model, self.root = model, root
         self.speculating = speculating
         self.api_key = api_key
         self.redirects = redirects or {}
-        self.delay = delay
+        self.delay, self.trickle = delay, trickle
+        self.strangers = strangers
         self.seen: list[tuple[str, str | None]] = []  # (path, Authorization header)
+        self.bodies: list[dict[str, Any]] = []  # of the POSTs
+        self.connections: list[tuple[str, int]] = []  # (method, client port), in order
         self.closing = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -100,10 +104,15 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
             def _gate(self) -> bool:
                 """Record, delay, redirect and check the key; False when answered already."""
                 key = self.headers.get("Authorization")
                 server.seen.append((self.path, key))
+                server.connections.append((self.command, self.client_address[1]))
                 server.closing.wait(server.delay)
                 if self.path in server.redirects:
                     self.send_response(302)
@@ -125,6 +134,8 @@ class FakeServer:
                     self._send(200, json.dumps({"data": [entry]}).encode())
                 elif self.path == "/version":
                     self._send(200, b'{"version": "0.32.0"}')
+                elif self.path == "/health":
+                    self._send(200, b"")
                 elif self.path == "/metrics":
                     n = server.requests
                     counts = {"drafts": n * 4, "draft_tokens": n * 8, "accepted": n * 6,
@@ -135,20 +146,34 @@ class FakeServer:
                     self._send(404, b"{}")
 
             def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if not self._gate():
                     return
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                assert body["stream"] and body["return_token_ids"] and body["ignore_eos"]
-                assert body["model"] == server.model
-                n = body["max_tokens"]
+                server.bodies.append(body)
+                assert body["return_token_ids"] and body["model"] == server.model
+                if body["stream"]:
+                    self._stream(body)
+                else:  # n completions, listed last first
+                    choices = [
+                        {"index": j, "text": "x", "token_ids": [j] * body["max_tokens"]}
+                        for j in reversed(range(body["n"]))
+                    ]
+                    self._send(200, json.dumps({"choices": choices}).encode())
+                server.requests += 1 + server.strangers
+
+            def _stream(self, body: dict[str, Any]) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for i in range(0, n, 2):
-                    chunk = {"choices": [{"text": "ab", "token_ids": [i, i + 1]}]}
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-                server.requests += 1
+                for i in range(0, body["max_tokens"], 2):
+                    server.closing.wait(server.trickle)
+                    choice = {"text": "ab", "token_ids": [i, i + 1]}
+                    event = {"error": {"message": "boom"}} if body["prompt"] == "fail" else {}
+                    chunk = event or {"choices": [choice]}
+                    self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -191,30 +216,116 @@ SAMPLING = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
 def test_generate_streams_concurrently_with_per_request_timing(server: FakeServer) -> None:
     engine = ServedEngine(server.url, CONFIG)
     assert engine.model == "tiny" and engine.info["vllm_version"] == "0.32.0"
-    out = engine.generate(["a", "b", "c"], SAMPLING, concurrency=2)
-    assert len(out["requests"]) == 3
-    request = out["requests"][0]
-    assert request["token_ids"] == list(range(8)) and request["text"] == "ab" * 4
-    assert request["ttft"] is not None and request["tpot"] is not None
-    assert engine.other_traffic == 0
-    assert engine.spec_counters()["num_drafts"] == 12
+    done = engine.generate_round(["a", "b", "c"], SAMPLING, concurrency=2)
+    assert len(done.requests) == 3 and done.other_requests == 0
+    request = done.requests[0]
+    assert request.token_ids == tuple(range(8)) and request.text == "ab" * 4
+    assert request.ttft is not None and request.tpot is not None
+    assert engine.counters().num_drafts == 12
+    assert sorted(b["prompt"] for b in server.bodies) == ["a", "b", "c"]
+    assert all(b["stream"] and b["max_tokens"] == 8 for b in server.bodies)
 
 
-def test_other_traffic_is_detected(server: FakeServer) -> None:
+def test_the_plain_calls_keep_their_dict_shapes(server: FakeServer) -> None:
     engine = ServedEngine(server.url, CONFIG)
-    original = engine._metrics
-    calls = {"n": 0}
+    out = engine.generate(["a"], SAMPLING)
+    assert set(out) == {"elapsed", "requests"}
+    assert out["requests"][0]["token_ids"] == list(range(8))
+    assert set(out["requests"][0]) == {"token_ids", "text", "ttft", "tpot"}
+    assert engine.spec_counters() == {
+        "num_drafts": 4,
+        "num_draft_tokens": 8,
+        "num_accepted_tokens": 6,
+        "accepted_per_position": [4, 2],
+    }
 
-    def metrics_with_a_stranger() -> dict[str, Any]:
-        calls["n"] += 1
-        counters = original()
-        if calls["n"] >= 2:  # after our round: someone else's request finished too
-            counters["requests"] += 1
-        return counters
 
-    engine._metrics = metrics_with_a_stranger  # type: ignore[method-assign]
-    engine.generate(["a"], SAMPLING)
-    assert engine.other_traffic == 1
+def test_connections_are_kept_across_rounds(server: FakeServer) -> None:
+    """Two requests at a time over three rounds: two connections in all, both opened before
+    the first round's clock started (none inside a TTFT)."""
+    engine = ServedEngine(server.url, CONFIG)
+    for _ in range(3):
+        engine.generate_round(["a", "b", "c", "d"], SAMPLING, concurrency=2)
+    assert server.requests == 12
+    ports = [port for _, port in server.connections]
+    assert len(set(ports)) == 2
+    for i, (method, port) in enumerate(server.connections):
+        if method == "POST":  # on a connection that a GET opened earlier
+            assert ("GET", port) in server.connections[:i]
+
+
+def test_other_traffic_during_a_round_is_counted(servers: Any) -> None:
+    server = servers(strangers=1)  # someone else's request finishes with each of ours
+    engine = ServedEngine(server.url, CONFIG)
+    assert engine.generate_round(["a", "b"], SAMPLING).other_requests == 2
+
+
+def test_an_error_in_the_stream_is_an_engine_error(server: FakeServer) -> None:
+    engine = ServedEngine(server.url, CONFIG)
+    with pytest.raises(EngineError, match="/v1/completions: .*boom"):
+        engine.generate_round(["a", "fail"], SAMPLING)
+
+
+def test_the_timeout_bounds_a_streamed_request_as_a_whole(servers: Any) -> None:
+    slow = servers(trickle=0.1)  # every chunk within the timeout, the whole answer not
+    engine = ServedEngine(slow.url, CONFIG, timeout=0.3)
+    with pytest.raises(EngineError, match=r"/v1/completions: no answer within 0\.3 s"):
+        engine.generate_round(["a"], {**SAMPLING, "max_tokens": 40})
+
+
+def test_sample_returns_every_completion_per_prompt(server: FakeServer) -> None:
+    engine = ServedEngine(server.url, CONFIG)
+    sampling = {"temperature": 0.8, "max_tokens": 3, "ignore_eos": True, "n": 3}
+    assert engine.sample(["a", "b"], sampling) == [
+        [[0, 0, 0], [1, 1, 1], [2, 2, 2]],  # in index order
+        [[0, 0, 0], [1, 1, 1], [2, 2, 2]],
+    ]
+    assert sorted(b["prompt"] for b in server.bodies) == ["a", "b"]
+    assert all(not b["stream"] and b["n"] == 3 for b in server.bodies)
+
+
+def test_sample_with_too_few_completions_is_an_engine_error(server: FakeServer) -> None:
+    engine = ServedEngine(server.url, CONFIG)
+    original = engine._get_json
+
+    def one_lost(path: str, body: Any = None) -> Any:
+        answer = original(path, body)
+        answer["choices"].pop()
+        return answer
+
+    engine._get_json = one_lost  # type: ignore[method-assign]
+    with pytest.raises(EngineError, match="expected 2 completions with token_ids, got 1"):
+        engine.sample(["a"], {"temperature": 0.8, "max_tokens": 2, "n": 2})
+
+
+def test_served_engines_implement_the_engine_boundary(servers: Any) -> None:
+    base, spec = servers(speculating=False), servers()
+    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    assert isinstance(pool, EngineSource)
+    assert pool.device.kind == "served" and pool.starts == 0 and pool.max_engines == 2
+    engine = pool.acquire(CONFIG)
+    assert isinstance(engine, EngineBackend)
+    assert engine.pid is None and engine.alive
+    assert engine.counters() == Counters(0, 0, 0, (0, 0))
+
+
+def test_the_speculative_engine_tells_k_from_the_servers_counters(servers: Any) -> None:
+    base, spec = servers(speculating=False), servers()
+    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    engine = pool.acquire(CONFIG)
+    assert engine.info["method"] == "served"
+    assert engine.info["num_speculative_tokens"] == 2  # positions 0 and 1 on /metrics
+    baseline = pool.acquire(BASE_CONFIG)
+    assert "method" not in baseline.info and "num_speculative_tokens" not in baseline.info
+
+
+def test_a_closed_engine_can_go_on_with_new_connections(server: FakeServer) -> None:
+    engine = ServedEngine(server.url, CONFIG)
+    engine.generate_round(["a"], SAMPLING)
+    before = {port for _, port in server.connections}
+    engine.close()
+    engine.generate_round(["a"], SAMPLING)  # a new client, new connections
+    assert {port for _, port in server.connections} - before
 
 
 def test_api_key_from_environment_and_never_printed(
@@ -226,7 +337,7 @@ def test_api_key_from_environment_and_never_printed(
         ServedEngine(server.url, CONFIG)
     monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
     engine = ServedEngine(server.url, CONFIG)
-    engine.generate(["a"], SAMPLING)
+    engine.generate_round(["a"], SAMPLING)
     assert server.keys_seen()[-1] == "Bearer s3cret"
 
 
@@ -334,7 +445,7 @@ def test_a_baseline_whose_drafts_move_during_a_round_is_refused(servers: Any) ->
     engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(BASE_CONFIG)
     base.speculating = True  # e.g. the load balancer now sends us to a speculating replica
     with pytest.raises(ConfigError, match="vllm:spec_decode_num_drafts went from 0 to 4"):
-        engine.generate(["a"], SAMPLING)
+        engine.generate_round(["a"], SAMPLING)
 
 
 @pytest.mark.parametrize(
