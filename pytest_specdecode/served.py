@@ -48,11 +48,11 @@ from .backend import (
 from .engine_config import EngineConfig
 from .errors import ConfigError, EngineError
 from .platform import Device
+from .settings import API_KEY_ENV
 
 if TYPE_CHECKING:
     from .backend import EngineBackend, EngineSource
 
-API_KEY_ENV = "SPECDECODE_API_KEY"
 
 _TIMEOUT_FIX = "raise --specdecode-timeout or the marker's timeout="
 _DETAIL_BYTES = 500  # of an error answer, shown in the message

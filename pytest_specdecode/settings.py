@@ -15,6 +15,9 @@ from typing import Any
 from .compare import DEFAULT_TOLERANCES
 from .errors import ConfigError
 
+#: The environment variable that holds served engines' API key unless configured otherwise.
+API_KEY_ENV = "SPECDECODE_API_KEY"
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -129,7 +132,7 @@ def _url(value: Any, source: str) -> str:
         raise ConfigError(
             f"{source}: credentials in the URL would be printed; drop user:password@ and put "
             "the API key in the environment variable named by --specdecode-api-key-env "
-            "(default SPECDECODE_API_KEY)"
+            f"(default {API_KEY_ENV})"
         )
     if parts.query or parts.fragment:
         raise ConfigError(f"{source}: expected a URL without ?query or #fragment, got {value!r}")
@@ -238,9 +241,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "api_key_env",
         "name of the environment variable holding the servers' API key (default "
-        "SPECDECODE_API_KEY); the key itself is never taken from the command line",
+        f"{API_KEY_ENV}); the key itself is never taken from the command line",
         _string,
-        default="SPECDECODE_API_KEY",
+        default=API_KEY_ENV,
     ),
     Setting(
         "require_gpu",
