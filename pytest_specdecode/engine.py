@@ -12,11 +12,11 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from .backend import Counters, Placement, PlainCalls, Round
 from .engine_config import EngineConfig
 from .errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
 from .memory import group_pids, process_titles
@@ -34,15 +34,6 @@ Progress = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     pass
-
-
-@dataclass(frozen=True)
-class Placement:
-    """How an engine was placed: the final ``vllm.LLM`` kwargs and a note for reports."""
-
-    engine_kwargs: dict[str, Any]
-    memory: str
-    env: dict[str, str]
 
 
 def place(config: EngineConfig, device: Device, max_engines: int) -> Placement:
@@ -217,7 +208,7 @@ def _sigint_held() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-class Engine:
+class Engine(PlainCalls):
     """One engine worker process holding one ``vllm.LLM``; methods block until it answers.
 
     Whatever interrupts it (Ctrl-C included), a worker that was started is killed with its whole
@@ -357,28 +348,29 @@ class Engine:
             raise EngineError(f"{self.config.describe()}: {command} failed:\n{payload}")
         return payload
 
-    def generate(
-        self, prompts: Sequence[Any], sampling: dict[str, Any], concurrency: int | None = None
-    ) -> dict[str, Any]:
-        """Generate and time it inside the worker: ``{"elapsed", "requests": [...]}``."""
+    def generate_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
+    ) -> Round:
+        """Generate and time it inside the worker."""
         __tracebackhide__ = True
-        result: dict[str, Any] = self.call(
-            "generate", prompts=list(prompts), sampling=sampling, concurrency=concurrency
+        return Round.of(
+            self.call(
+                "generate", prompts=list(prompts), sampling=dict(sampling), concurrency=concurrency
+            )
         )
-        return result
 
-    def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]:
+    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
         """Token ids of every completion (``sampling["n"]`` per prompt), per prompt."""
         __tracebackhide__ = True
         result: list[list[list[int]]] = self.call(
-            "sample", prompts=list(prompts), sampling=sampling
+            "sample", prompts=list(prompts), sampling=dict(sampling)
         )
         return result
 
-    def spec_counters(self) -> dict[str, Any]:
+    def counters(self) -> Counters:
         """Cumulative speculative-decoding counters of this engine."""
-        result: dict[str, Any] = self.call("spec_counters")
-        return result
+        __tracebackhide__ = True
+        return Counters.of(self.call("spec_counters"))
 
     def metrics(self) -> list[dict[str, Any]]:
         """Every ``vllm:*`` metric of this engine, as plain dicts."""
