@@ -325,14 +325,14 @@ class Engine(PlainCalls):
         self.kill()
         return EngineCrashedError(
             f"{self.config.describe()} (worker pid {self.pid}): vLLM's engine core died during "
-            f"{doing}: {cause}. The engine is replaced by a fresh one for the next test.\n"
+            f"{doing}: {cause}. The pool starts a fresh engine on its next use.\n"
             f"{_log_tail(self.log_path)}"
         )
 
     def call(self, command: str, **kwargs: Any) -> Any:
         """Run ``command`` in the worker and return its answer."""
         __tracebackhide__ = True
-        if not self.alive:
+        if not self._process.is_alive():  # a dead engine core alone: the worker reports it
             raise self._crashed(f"{command} (it had died before the call)")
         self.calls += 1
         self._pending = True

@@ -274,8 +274,9 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
             reply: tuple[str, Any] = ("ok", getattr(engine, command)(**kwargs))
         except BaseException as exc:
             if is_engine_dead(exc):
-                traceback.print_exc()  # into the engine log
-                _send(conn, ("dead", engine.dead_cause(exc)))
+                cause = engine.dead_cause(exc)
+                print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
+                _send(conn, ("dead", cause))
                 _shutdown(engine)
                 _kill_group_and_exit(0)
             reply = ("error", traceback.format_exc())

@@ -105,6 +105,8 @@ class LLM:
     def generate(self, prompts, params, use_tqdm=True):
         if self.behaviour == "core-dies":
             os.kill(self.core.pid, signal.SIGKILL)
+            self.core.join()
+        if self.core.exitcode is not None:
             from vllm.v1.engine.exceptions import EngineDeadError
 
             raise EngineDeadError()
@@ -287,6 +289,7 @@ def test_a_dead_engine_core_fails_the_call_with_its_cause_and_is_replaced(
     assert "EngineDeadError" in message
     assert f"--- last lines of the engine log {first.log_path} (kept) ---" in message
     assert "fake vllm: non-default args" in message  # the log tail
+    assert "specdecode worker: vLLM's engine core died: process EngineCore" in message
     assert not first.alive and _gone(worker_pid)
     (fake_vllm / "pids").unlink()
     second = pool.acquire(config)
@@ -311,6 +314,19 @@ def test_an_engine_core_dying_while_idle_is_noticed_before_reuse(fake_vllm: Path
     assert second is not first
     assert f"{config.describe()} is no longer running; starting a fresh one" in messages
     pool.close()
+
+
+def test_a_call_after_the_core_died_while_idle_reports_the_core(fake_vllm: Path) -> None:
+    engine = Engine(_config("ok"), _placement(fake_vllm), timeout=60, log_dir=str(fake_vllm))
+    _, core_pid = _pids(fake_vllm)
+    os.kill(core_pid, signal.SIGKILL)
+    assert _gone(core_pid)
+    assert not engine.alive
+    with pytest.raises(
+        EngineCrashedError, match=rf"process EngineCore \(pid {core_pid}\) killed by SIGKILL"
+    ):
+        engine.generate(["hello"], {"max_tokens": 4})
+    engine.kill()
 
 
 def test_close_kills_a_worker_still_busy_with_an_interrupted_command(fake_vllm: Path) -> None:
