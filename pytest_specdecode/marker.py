@@ -49,11 +49,8 @@ def marker_category(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | N
     return None if value is None else str(value)
 
 
-def resolve(
-    nodeid: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], settings: GlobalSettings
-) -> TestSpec:
-    """Validate a marker and merge it with the session settings into a :class:`TestSpec`."""
-    where = f"@pytest.mark.specdecode on {nodeid}"
+def _category(where: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """The marker's category, after refusing unknown keywords and extra arguments."""
     unknown = [k for k in kwargs if k not in MARKER_KEYWORDS]
     if unknown:
         raise ConfigError(
@@ -74,7 +71,15 @@ def resolve(
         raise ConfigError(
             f'{where}: a category is required, e.g. @pytest.mark.specdecode("structured")'
         )
+    return category
 
+
+def resolve(
+    nodeid: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], settings: GlobalSettings
+) -> TestSpec:
+    """Validate a marker and merge it with the session settings into a :class:`TestSpec`."""
+    where = f"@pytest.mark.specdecode on {nodeid}"
+    category = _category(where, args, kwargs)
     sources: dict[str, str] = {}
 
     def pick(name: str) -> Any:

@@ -98,6 +98,37 @@ def _tokenize(tok_dir: Path, docs: Sequence[str]) -> tuple[list[int], list[int]]
     return stream, starts
 
 
+def _optimizer(model: Any, spec: ModelSpec) -> Any:
+    """AdamW with weight decay on matrices only."""
+    import torch
+
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=spec.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def _lr_at(spec: ModelSpec, step: int) -> float:
+    """Linear warm-up over the first twelfth, then cosine decay to a tenth."""
+    warmup = max(1, spec.steps // 12)
+    if step < warmup:
+        return spec.lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, spec.steps - warmup)
+    return spec.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def _seq_len_at(spec: ModelSpec, step: int) -> int:
+    """Short windows first, then the usual length with a long window every ``long_every``."""
+    if step < spec.short_frac * spec.steps:
+        return spec.short_seq_len
+    if spec.long_every > 0 and step % spec.long_every == spec.long_every - 1:
+        return spec.long_seq_len
+    return spec.seq_len
+
+
 def _train_model(
     spec: ModelSpec,
     vocab_size: int,
@@ -121,33 +152,14 @@ def _train_model(
     )
     model = LlamaForCausalLM(config)
     model.train()
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=spec.lr,
-        betas=(0.9, 0.95),
-    )
-    warmup = max(1, spec.steps // 12)
-
-    def lr_at(step: int) -> float:
-        if step < warmup:
-            return spec.lr * (step + 1) / warmup
-        frac = (step - warmup) / max(1, spec.steps - warmup)
-        return spec.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-
+    opt = _optimizer(model, spec)
     usable = [s for s in starts if s + spec.long_seq_len + 1 <= len(stream)]
     losses: list[float] = []
     t0 = time.perf_counter()
     for step in range(spec.steps):
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
-        if step < spec.short_frac * spec.steps:
-            seq_len = spec.short_seq_len
-        elif spec.long_every > 0 and step % spec.long_every == spec.long_every - 1:
-            seq_len = spec.long_seq_len
-        else:
-            seq_len = spec.seq_len
+            g["lr"] = _lr_at(spec, step)
+        seq_len = _seq_len_at(spec, step)
         rows = max(1, spec.batch_tokens // seq_len)
         batch = torch.stack([stream[s : s + seq_len] for s in rng.sample(usable, rows)])
         with torch.autocast("cpu", dtype=torch.bfloat16):
