@@ -183,8 +183,9 @@ def _kill_running() -> None:
 
 
 # atexit runs handlers last-registered first: multiprocessing.util (imported above) registered
-# its join earlier, so this runs before it.
+# its join earlier, so this runs before it. A forked child does not own its parent's engines.
 atexit.register(_kill_running)
+os.register_at_fork(after_in_child=_RUNNING.clear)
 
 
 @contextmanager

@@ -13,6 +13,8 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -225,6 +227,22 @@ def test_ctrl_c_during_an_engine_start_kills_the_worker_and_its_children(fake_vl
     assert not engine_module._RUNNING
     pool.close()
     assert not os.path.exists(pool.log_dir)  # an interrupted engine did not fail: no log kept
+
+
+def test_leaving_the_interpreter_without_closing_kills_the_engines(fake_vllm: Path) -> None:
+    """Without it, multiprocessing's exit-time join waits forever on the worker."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(fake_vllm / "fake_site")!r})
+from pytest_specdecode.engine import Engine, Placement
+from pytest_specdecode.engine_config import EngineConfig
+config = EngineConfig.create("/models/ok", None, {{}})
+placement = Placement({{"pids_file": {str(fake_vllm / "pids")!r}}}, "test", {{}})
+engine = Engine(config, placement, timeout=60, log_dir={str(fake_vllm)!r})
+"""
+    subprocess.run([sys.executable, "-c", script], timeout=120, check=True)
+    worker_pid, core_pid = _pids(fake_vllm)
+    assert _gone(worker_pid) and _gone(core_pid)
 
 
 def test_an_interrupt_during_the_worker_start_is_held_until_it_is_registered() -> None:
