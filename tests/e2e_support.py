@@ -33,6 +33,13 @@ def build_pair(root: Path) -> dict[str, str]:
     return paths
 
 
+def tagged_env(tag: str) -> dict[str, str]:
+    """This process's environment plus ``tag``, which every process a run starts inherits.
+    ``SPT_NOENV`` keeps the tag readable in processes vLLM retitles with setproctitle
+    (``VLLM::EngineCore``, ``VLLM::Worker``), which would otherwise overwrite their environment."""
+    return {**os.environ, "SPECDECODE_E2E_TAG": tag, "SPT_NOENV": "1"}
+
+
 def surviving_processes(tag: str, grace: float = 15.0) -> list[str]:
     """Processes carrying ``tag`` still alive after ``grace`` seconds (helpers such as
     multiprocessing's resource tracker exit a moment after their parent)."""

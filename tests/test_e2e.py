@@ -101,6 +101,7 @@ def suite_run(
     tag = f"specdecode-e2e-{uuid.uuid4().hex}"
     mp = pytest.MonkeyPatch()
     mp.setenv("SPECDECODE_E2E_TAG", tag)
+    mp.setenv("SPT_NOENV", "1")  # see e2e_support.tagged_env
     mp.chdir(pytester_dir)
     try:
         proc = subprocess.run(

@@ -6,7 +6,6 @@ tiny models it prints a complete result, and leaving its ``with`` block leaves n
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .e2e_support import needs_vllm, surviving_processes
+from .e2e_support import needs_vllm, surviving_processes, tagged_env
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "examples" / "bench_tiny.py"
@@ -32,7 +31,7 @@ def test_script_prints_a_complete_result_and_leaves_no_engine() -> None:
     tag = f"specdecode-bench-{uuid.uuid4().hex}"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=900,
-        env={**os.environ, "SPECDECODE_E2E_TAG": tag}, cwd=REPO,
+        env=tagged_env(tag), cwd=REPO,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

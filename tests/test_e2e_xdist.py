@@ -8,7 +8,6 @@ table). Each worker starts its own baseline and speculative engine once per run.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, surviving_processes
+from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, surviving_processes, tagged_env
 
 pytest.importorskip("xdist")
 pytestmark = [needs_vllm, pytest.mark.slow]
@@ -41,7 +40,7 @@ def _pytest(root: Path, tag: str, target: str, *args: str) -> tuple[int, str]:
          "--specdecode-target", target, "--specdecode-engine-kwargs", json.dumps(ENGINE_KWARGS),
          "--specdecode-trials", "3", "--specdecode-cost-ratio", "off", *args],
         cwd=root, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "SPECDECODE_E2E_TAG": tag},
+        env=tagged_env(tag),
     )  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
 
