@@ -59,7 +59,7 @@ def overhead(models: dict[str, str], rounds: int = 20) -> None:
     os.environ.update(engine.placement.env)
     import vllm
 
-    from pytest_specdecode.engine import CPU_KV_CACHE_BYTES
+    from pytest_specdecode.engines.placement import CPU_KV_CACHE_BYTES
 
     llm = vllm.LLM(models["target"], disable_log_stats=False,
                    kv_cache_memory_bytes=CPU_KV_CACHE_BYTES, **ENGINE_KWARGS)  # fmt: skip
@@ -90,7 +90,7 @@ def overhead(models: dict[str, str], rounds: int = 20) -> None:
 
 def alarms(models: dict[str, str], repeats: int = 12) -> None:
     from pytest_specdecode import Bench
-    from pytest_specdecode.compare import Tolerance, compare_one
+    from pytest_specdecode.baselines.compare import Tolerance, compare_one
 
     spec = {"method": "draft_model", "model": models["draft"], "num_speculative_tokens": 4}
     with Bench(models["target"], spec, ENGINE_KWARGS, progress=None) as bench:
@@ -187,7 +187,7 @@ def suite(models: dict[str, str], n: int = 5) -> None:
 
 def main() -> None:
     parts = sys.argv[1:] or ["overhead", "alarms", "suite"]
-    from pytest_specdecode.platform import cpu_model
+    from pytest_specdecode.engines.hardware import cpu_model
 
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores")
     models = pair()

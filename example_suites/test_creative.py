@@ -8,7 +8,7 @@ import pytest
 from support import prompts
 
 from pytest_specdecode import assert_acceptance_rate, assert_outputs_equivalent
-from pytest_specdecode.platform import is_vllm_cpu
+from pytest_specdecode.engines.hardware import is_vllm_cpu
 
 PROMPTS = prompts("creative")
 

@@ -5,16 +5,10 @@ Importing this package imports neither vLLM nor torch.
 
 from __future__ import annotations
 
-from .assertions import (
-    assert_acceptance_length,
-    assert_acceptance_rate,
-    assert_extra_memory,
-    assert_outputs_equivalent,
-    assert_speedup,
-)
-from .backend import Counters, EngineBackend, EngineSource, RequestFigures, Round
-from .engine import Engine, EnginePool
-from .engine_config import EngineConfig
+from .engines.config import EngineConfig
+from .engines.local import Engine
+from .engines.pool import EnginePool
+from .engines.protocol import Counters, EngineBackend, EngineSource, RequestFigures, Round
 from .errors import (
     ConfigError,
     EngineCrashedError,
@@ -26,10 +20,17 @@ from .errors import (
     NoSpeculationError,
     SpecDecodeError,
 )
+from .measure.assertions import (
+    assert_acceptance_length,
+    assert_acceptance_rate,
+    assert_extra_memory,
+    assert_outputs_equivalent,
+    assert_speedup,
+)
 from .measure.bench import Bench
 from .measure.equivalence import DistributionCheck
+from .measure.result import EngineFigures, Result
 from .measure.sweep import Sweep
-from .result import EngineFigures, Result
 
 __version__ = "0.1.0.dev0"
 

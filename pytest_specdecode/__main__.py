@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from .compare import (
+from .baselines.compare import (
     ALPHA,
     DEFAULT_TOLERANCES,
     Matching,
@@ -27,7 +27,7 @@ from .errors import ConfigError
 
 def _say(text: str, file: TextIO | None = None) -> None:
     """Print ``text`` with control characters escaped: it may quote a file's contents."""
-    from .table import printable
+    from .reporting.table import printable
 
     print(printable(text, keep_newlines=True), file=file or sys.stdout)
 
@@ -52,8 +52,8 @@ def _nothing_matched(args: argparse.Namespace, matching: Matching) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from . import report
-    from .table import render, render_comparison
+    from .baselines import files as report
+    from .reporting.table import render, render_comparison
 
     old = report.load(args.old, "baseline file")
     new = report.load(args.new, "results file")
@@ -87,8 +87,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _html(args: argparse.Namespace) -> int:
-    from . import report
-    from .html_report import render_html
+    from .baselines import files as report
+    from .reporting.html import render_html
 
     page = render_html(report.load(args.report, "report file"))
     try:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compare import DEFAULT_TOLERANCES
 from .errors import ConfigError
+from .tolerances import DEFAULT_TOLERANCES, parse_tolerances
 
 #: The environment variable that holds served engines' API key unless configured otherwise.
 API_KEY_ENV = "SPECDECODE_API_KEY"
@@ -89,8 +89,6 @@ def _bool(value: Any, source: str) -> bool:
 
 
 def _tolerances(value: Any, source: str) -> str:
-    from .compare import parse_tolerances
-
     parse_tolerances(str(value), source)  # validate now, parse again where used
     return str(value)
 

@@ -1,7 +1,8 @@
 """A simulated engine backend, for plugin tests that need no vLLM.
 
-:class:`FakeSource` implements :class:`~pytest_specdecode.backend.EngineSource` and its engines
-:class:`~pytest_specdecode.backend.EngineBackend`: the measurement code runs unchanged on them.
+:class:`FakeSource` implements :class:`~pytest_specdecode.engines.protocol.EngineSource` and
+its engines :class:`~pytest_specdecode.engines.protocol.EngineBackend`: the measurement code runs
+unchanged on them.
 Baseline rounds take about 1 s, speculative ones 1 / ``speedup`` s, each with log-normal noise;
 a draft model alone runs at a tenth of the target's time per token. Tests select it through
 the ``pytest_specdecode_engine_source`` hook (:class:`FakePlugin`, or a conftest).
@@ -14,7 +15,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specdecode.backend import (
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import Device
+from pytest_specdecode.engines.protocol import (
     Counters,
     EngineBackend,
     EngineSource,
@@ -23,8 +26,6 @@ from pytest_specdecode.backend import (
     RequestFigures,
     Round,
 )
-from pytest_specdecode.engine_config import EngineConfig
-from pytest_specdecode.platform import Device
 
 
 class FakeEngine(PlainCalls):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pytest_specdecode.backend import Counters, RequestFigures, Round
-from pytest_specdecode.engine_config import EngineConfig
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.protocol import Counters, RequestFigures, Round
 from pytest_specdecode.measure.figures import build_result
 from pytest_specdecode.measure.paired import PairedRounds
-from pytest_specdecode.result import Result
+from pytest_specdecode.measure.result import Result
 
 
 def fake_round(elapsed: float, outputs: list[list[int]]) -> Round:

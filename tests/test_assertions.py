@@ -6,8 +6,8 @@ from pytest_specdecode import (
     assert_outputs_equivalent,
     assert_speedup,
 )
-from pytest_specdecode.assertions import check_gates
 from pytest_specdecode.errors import ConfigError, GateError
+from pytest_specdecode.measure.assertions import check_gates
 
 from .helpers import fake_result
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.engines.vllm_schema import installed_schema, parse_schema
 from pytest_specdecode.errors import ConfigError
-from pytest_specdecode.marker import resolve
+from pytest_specdecode.plugin.marker import resolve
 from pytest_specdecode.settings import load_global
-from pytest_specdecode.vllm_schema import installed_schema, parse_schema
 
 from .e2e_support import needs_vllm
 

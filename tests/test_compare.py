@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-import pytest_specdecode.compare as compare_module
-from pytest_specdecode.compare import (
+import pytest_specdecode.baselines.compare as compare_module
+from pytest_specdecode.baselines.compare import (
     ALPHA,
     DEFAULT_TOLERANCES,
     Tolerance,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.engine import EnginePool
-from pytest_specdecode.engine_config import EngineConfig
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import is_vllm_cpu
+from pytest_specdecode.engines.pool import EnginePool
 from pytest_specdecode.measure.equivalence import compare_distributions
-from pytest_specdecode.platform import is_vllm_cpu
 
 from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.engine_config import EngineConfig
-from pytest_specdecode.platform import find_iomp
-from pytest_specdecode.served import ServedPool
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import find_iomp
+from pytest_specdecode.engines.served import ServedPool
 
 from .e2e_support import build_pair, needs_vllm
 

@@ -22,19 +22,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode import engine as engine_module
-from pytest_specdecode import worker
-from pytest_specdecode.engine import (
-    Engine,
-    EnginePool,
-    Placement,
-    _sigint_held,
-    out_of_memory,
-)
-from pytest_specdecode.engine_config import EngineConfig
+from pytest_specdecode.engines import local as local_module
+from pytest_specdecode.engines import placement as placement_module
+from pytest_specdecode.engines import pool as pool_module
+from pytest_specdecode.engines import worker
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import Device
+from pytest_specdecode.engines.local import Engine, _sigint_held
+from pytest_specdecode.engines.memory import group_pids
+from pytest_specdecode.engines.placement import out_of_memory
+from pytest_specdecode.engines.pool import EnginePool
+from pytest_specdecode.engines.protocol import Placement
 from pytest_specdecode.errors import EngineCrashedError, EngineStartError
-from pytest_specdecode.memory import group_pids
-from pytest_specdecode.platform import Device
 
 FAKE_TORCH = """
 class TorchVersion(str):
@@ -146,8 +145,8 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setattr(engine_module, "find_iomp", lambda: None)
-    real_place = engine_module.place
+    monkeypatch.setattr(placement_module, "find_iomp", lambda: None)
+    real_place = placement_module.place
 
     def place(config: EngineConfig, device: Device, max_engines: int) -> Placement:
         """The pool's placement, plus where the fake engine writes its pids."""
@@ -155,7 +154,7 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         kwargs = {**placed.engine_kwargs, "pids_file": str(tmp_path / "pids")}
         return Placement(kwargs, placed.memory, placed.env)
 
-    monkeypatch.setattr(engine_module, "place", place)
+    monkeypatch.setattr(pool_module, "place", place)
     return tmp_path
 
 
@@ -224,7 +223,7 @@ def test_ctrl_c_during_an_engine_start_kills_the_worker_and_its_children(fake_vl
     assert _gone(worker_pid) and _gone(core_pid)
     # nothing left for multiprocessing's exit-time join to wait on forever
     assert not [p for p in multiprocessing.active_children() if p.name == "specdecode-engine"]
-    assert not engine_module._RUNNING
+    assert not local_module._RUNNING
     pool.close()
     assert not os.path.exists(pool.log_dir)  # an interrupted engine did not fail: no log kept
 
@@ -234,8 +233,9 @@ def test_leaving_the_interpreter_without_closing_kills_the_engines(fake_vllm: Pa
     script = f"""
 import sys
 sys.path.insert(0, {str(fake_vllm / "fake_site")!r})
-from pytest_specdecode.engine import Engine, Placement
-from pytest_specdecode.engine_config import EngineConfig
+from pytest_specdecode.engines.local import Engine
+from pytest_specdecode.engines.protocol import Placement
+from pytest_specdecode.engines.config import EngineConfig
 config = EngineConfig.create("/models/ok", None, {{}})
 placement = Placement({{"pids_file": {str(fake_vllm / "pids")!r}}}, "test", {{}})
 engine = Engine(config, placement, timeout=60, log_dir={str(fake_vllm)!r})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdecode import engine
-from pytest_specdecode.engine import openmp_preload, place
-from pytest_specdecode.engine_config import EngineConfig
-from pytest_specdecode.platform import Device, Gpu
+from pytest_specdecode.engines import placement as engine
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import Device, Gpu
+from pytest_specdecode.engines.placement import openmp_preload, place
 
 IOMP = "/venv/lib/libiomp5.so"
 CPU = Device("cpu", "test CPU")

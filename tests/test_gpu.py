@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.platform import nvml_gpus
+from pytest_specdecode.engines.hardware import nvml_gpus
 
 from .e2e_support import build_pair, needs_vllm
 

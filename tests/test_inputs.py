@@ -16,16 +16,20 @@ from typing import Any
 
 import pytest
 
-import pytest_specdecode.vllm_schema as vllm_schema
-from pytest_specdecode.engine_config import EngineConfig, max_model_len, tokenizer_file
+import pytest_specdecode.engines.vllm_schema as vllm_schema
+from pytest_specdecode.engines.config import EngineConfig, max_model_len, tokenizer_file
+from pytest_specdecode.engines.vllm_schema import (
+    EngineArgsSchema,
+    installed_engine_args,
+    parse_engine_args,
+)
 from pytest_specdecode.errors import ConfigError
-from pytest_specdecode.marker import TestSpec as Spec
-from pytest_specdecode.marker import resolve
 from pytest_specdecode.measure.bench import Bench
 from pytest_specdecode.measure.inputs import check_lengths, prompt_lengths, structured_outputs
+from pytest_specdecode.plugin.marker import TestSpec as Spec
+from pytest_specdecode.plugin.marker import resolve
 from pytest_specdecode.settings import load_global
 from pytest_specdecode.tiny import WEIGHTS_DIR
-from pytest_specdecode.vllm_schema import EngineArgsSchema, installed_engine_args, parse_engine_args
 
 from .e2e_support import ENGINE_KWARGS, needs_vllm
 from .fakes import FakeSource, use_fake
@@ -404,7 +408,7 @@ def test_counting_tokens_imports_neither_torch_nor_transformers() -> None:
 
 def test_importing_the_plugin_imports_no_tokenizer_or_engine() -> None:
     code = (
-        "import sys, pytest_specdecode.plugin, pytest_specdecode.fixtures;"
+        "import sys, pytest_specdecode.plugin.hooks, pytest_specdecode.plugin.fixtures;"
         "heavy = [m for m in sys.modules"
         " if m.split('.')[0] in ('torch', 'transformers', 'vllm', 'tokenizers')];"
         "assert not heavy, heavy"

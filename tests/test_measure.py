@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_specdecode.backend import Counters
+from pytest_specdecode.engines.protocol import Counters
 from pytest_specdecode.errors import ConfigError, NoSpeculationError
 from pytest_specdecode.measure.figures import compare_outputs
 from pytest_specdecode.measure.inputs import validate_prompts

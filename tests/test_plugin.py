@@ -15,7 +15,7 @@ SPEC = {"method": "ngram", "num_speculative_tokens": 3}
 
 def test_importing_the_plugin_imports_nothing_heavy() -> None:
     code = (
-        "import sys, pytest_specdecode, pytest_specdecode.plugin;"
+        "import sys, pytest_specdecode, pytest_specdecode.plugin.hooks;"
         "print(','.join(m for m in ('vllm', 'torch', 'transformers', 'pynvml', 'numpy') "
         "if m in sys.modules))"
     )
@@ -87,7 +87,7 @@ def test_plain():
 def test_missing_vllm_skips_with_install_hint(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_specdecode.fixtures as fixtures
+    import pytest_specdecode.plugin.fixtures as fixtures
 
     monkeypatch.setattr(fixtures, "vllm_available", lambda: False)
     pytester.makepyfile(
@@ -121,7 +121,7 @@ def test_a(specdecode):
 def test_min_gpus_skips_or_fails_without_gpus(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_specdecode.platform as platform
+    import pytest_specdecode.engines.hardware as platform
 
     monkeypatch.setattr(platform, "nvml_gpus", lambda: ())
     pytester.makepyfile(

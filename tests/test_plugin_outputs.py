@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.compare import ResultKey, StoredResults
-from pytest_specdecode.distributed import to_wire
+from pytest_specdecode.baselines.compare import ResultKey, StoredResults
+from pytest_specdecode.plugin.xdist import to_wire
 
 from .fakes import CONFTEST as FAKE_CONFTEST
 from .fakes import FakeSource, use_fake

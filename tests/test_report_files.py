@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import report
 from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.baselines import files as report
 from pytest_specdecode.errors import ConfigError
 
 from .helpers import fake_result

@@ -9,9 +9,9 @@ import json
 import jsonschema
 import pytest
 
+from pytest_specdecode.baselines.files import results_schema
 from pytest_specdecode.measure.figures import with_notes, with_theory, with_verdict
-from pytest_specdecode.report import results_schema
-from pytest_specdecode.result import OUTCOME_FIELDS, Outcome, Result, entry
+from pytest_specdecode.measure.result import OUTCOME_FIELDS, Outcome, Result, entry
 
 from .helpers import fake_result
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.backend import Counters, EngineBackend, EngineSource
-from pytest_specdecode.engine_config import EngineConfig
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.protocol import Counters, EngineBackend, EngineSource
+from pytest_specdecode.engines.served import ServedEngine, ServedPool, ServerMetrics, parse_metrics
 from pytest_specdecode.errors import ConfigError, EngineError
-from pytest_specdecode.served import ServedEngine, ServedPool, ServerMetrics, parse_metrics
 from pytest_specdecode.settings import BY_NAME
 
 SPEC_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

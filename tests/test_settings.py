@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.errors import ConfigError
-from pytest_specdecode.marker import resolve
+from pytest_specdecode.plugin.marker import resolve
 from pytest_specdecode.settings import GlobalSettings, load_global
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}

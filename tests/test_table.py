@@ -1,7 +1,7 @@
-from pytest_specdecode.compare import Verdict
+from pytest_specdecode.baselines.compare import Verdict
 from pytest_specdecode.measure.figures import with_notes
-from pytest_specdecode.result import Outcome, entry
-from pytest_specdecode.table import HEADERS, printable, render, render_comparison
+from pytest_specdecode.measure.result import Outcome, entry
+from pytest_specdecode.reporting.table import HEADERS, printable, render, render_comparison
 
 from .helpers import fake_result
 

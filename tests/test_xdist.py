@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.distributed import check_worker_count, gpu_groups
+from pytest_specdecode.engines.hardware import Gpu
 from pytest_specdecode.errors import ConfigError
-from pytest_specdecode.platform import Gpu
+from pytest_specdecode.plugin.xdist import check_worker_count, gpu_groups
 
 from .fakes import CONFTEST as FAKE_CONFTEST
 

@@ -16,10 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from ..backend import EngineBackend, EngineSource
-from ..engine_config import EngineConfig, engine_pair
+from ..engines.config import EngineConfig, engine_pair
+from ..engines.protocol import EngineBackend, EngineSource
 from ..errors import ConfigError
-from ..result import Result
 from ..settings import BY_NAME, GlobalSettings
 from .cost import draft_tpot
 from .equivalence import (
@@ -32,6 +31,7 @@ from .equivalence import (
 from .figures import build_result, with_notes, with_theory, with_verdict
 from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
 from .paired import PairedRounds, adaptive_stop, run_paired
+from .result import Result
 from .sweep import Sweep
 
 #: Settings a Bench takes, by the plugin option's name (same parsing and validation).
@@ -76,7 +76,7 @@ def bench_settings(values: Mapping[str, Any], call: str = "Bench") -> GlobalSett
 def make_source(settings: GlobalSettings, progress: Progress) -> EngineSource:
     """The engines a setting chooses: two running servers, or local vLLM workers."""
     if settings.get("speculative_url") is not None:
-        from ..served import ServedPool
+        from ..engines.served import ServedPool
 
         return ServedPool(
             settings.get("baseline_url"),
@@ -84,7 +84,7 @@ def make_source(settings: GlobalSettings, progress: Progress) -> EngineSource:
             settings.get("api_key_env"),
             timeout=settings.get("timeout"),
         )
-    from ..engine import EnginePool
+    from ..engines.pool import EnginePool
 
     return EnginePool(
         settings.get("max_engines"), timeout=settings.get("timeout"), progress=progress

@@ -6,8 +6,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..backend import EngineSource
-from ..engine_config import EngineConfig
+from ..engines.config import EngineConfig
+from ..engines.protocol import EngineSource
 from .stats import mean
 
 #: Time per token of each draft model alone, per engine source and draft configuration: timed

@@ -1,5 +1,5 @@
-"""From paired rounds to a :class:`~pytest_specdecode.result.Result`: figures, theory and the
-verdict, each a pure function of what was measured."""
+"""From paired rounds to a :class:`~pytest_specdecode.measure.result.Result`: figures, theory
+and the verdict, each a pure function of what was measured."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..backend import Round
-from ..engine_config import EngineConfig
+from ..engines.config import EngineConfig
+from ..engines.protocol import Round
 from ..errors import NoSpeculationError
-from ..result import Divergence, EngineFigures, Result
 from .paired import PairedRounds
+from .result import Divergence, EngineFigures, Result
 from .stats import mean, ratio_interval
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engine_config import EngineConfig, max_model_len, tokenizer_file
+from ..engines.config import EngineConfig, max_model_len, tokenizer_file
 from ..errors import ConfigError
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backend import Counters, EngineBackend, EngineSource, Round
-from ..engine_config import EngineConfig
+from ..engines.config import EngineConfig
+from ..engines.protocol import Counters, EngineBackend, EngineSource, Round
 
 #: Fewest paired rounds before adaptive trials may stop.
 MIN_ADAPTIVE_TRIALS = 3
@@ -42,7 +42,7 @@ class PairedRounds:
 def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
     if not engine.pid:
         return None  # a served deployment: not ours to measure
-    from ..memory import engine_memory_gib
+    from ..engines.memory import engine_memory_gib
 
     return engine_memory_gib(engine.pid, source.device.kind)
 

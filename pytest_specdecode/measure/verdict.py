@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..result import Result
+from .result import Result
 
 WORTH = "worth it"
 NOT_WORTH = "not worth it"

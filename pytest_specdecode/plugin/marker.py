@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine_config import EngineConfig, engine_pair
-from .errors import ConfigError
-from .settings import (
+from ..engines.config import EngineConfig, engine_pair
+from ..errors import ConfigError
+from ..settings import (
     BY_NAME,
     MARKER_KEYWORDS,
     MARKER_THRESHOLDS,

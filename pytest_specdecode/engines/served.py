@@ -35,7 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .backend import (
+from ..errors import ConfigError, EngineError
+from ..settings import API_KEY_ENV
+from .config import EngineConfig
+from .hardware import Device
+from .protocol import (
     REQUESTS_FINISHED,
     SPEC_COUNTERS,
     SPEC_PER_POSITION,
@@ -45,13 +49,9 @@ from .backend import (
     RequestFigures,
     Round,
 )
-from .engine_config import EngineConfig
-from .errors import ConfigError, EngineError
-from .platform import Device
-from .settings import API_KEY_ENV
 
 if TYPE_CHECKING:
-    from .backend import EngineBackend, EngineSource
+    from .protocol import EngineBackend, EngineSource
 
 
 _TIMEOUT_FIX = "raise --specdecode-timeout or the marker's timeout="
@@ -456,7 +456,7 @@ class ServedPool:
     def __init__(
         self, baseline_url: str, speculative_url: str, api_key_env: str, timeout: float = 900.0
     ) -> None:
-        from .settings import BY_NAME
+        from ..settings import BY_NAME
 
         self.urls = {
             role: BY_NAME[f"{role}_url"].parse(url, f"--specdecode-{role}-url")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .backend import Counters
+from ..engines.protocol import Counters
 
 #: Report-entry fields that are not the result's: how the test judged it, and where it ran.
 OUTCOME_FIELDS = ("passed", "gate_failures", "worker")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .platform import detect_device
+from ..engines.hardware import detect_device
 
 
 def _dist_version(*names: str) -> str | None:

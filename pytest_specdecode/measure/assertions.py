@@ -1,11 +1,11 @@
-"""Gates on a :class:`~pytest_specdecode.result.Result`; failures explain the figures."""
+"""Gates on a :class:`~pytest_specdecode.measure.result.Result`; failures explain the figures."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import ConfigError, GateError, InconclusiveError
-from .measure.equivalence import DistributionCheck
+from ..errors import ConfigError, GateError, InconclusiveError
+from .equivalence import DistributionCheck
 from .result import Result
 
 

@@ -1,4 +1,4 @@
-"""Parent-side handles on engine workers, and the bounded pool that reuses them."""
+"""The parent-side handle on one engine worker process (a local ``vllm.LLM``)."""
 
 from __future__ import annotations
 
@@ -6,81 +6,19 @@ import atexit
 import multiprocessing
 import multiprocessing.util
 import os
-import re
 import signal
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .backend import Counters, Placement, PlainCalls, Round
-from .engine_config import EngineConfig
-from .errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
+from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
+from .config import EngineConfig
 from .memory import group_pids, process_titles
-from .platform import Device, detect_device, find_iomp
+from .protocol import Counters, Placement, PlainCalls, Round
 from .worker import exit_cause
-
-#: KV cache given to each engine on a CPU when the user sets no memory knob (vLLM's default,
-#: a fraction of the whole machine's memory, fails as soon as two engines are resident).
-CPU_KV_CACHE_BYTES = 512 * 2**20
-#: Fraction of a GPU that all resident engines together may claim.
-GPU_MEMORY_BUDGET = 0.9
-
-Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-def place(config: EngineConfig, device: Device, max_engines: int) -> Placement:
-    """Final engine kwargs: stats on, and memory split so that ``max_engines`` engines fit."""
-    kwargs = dict(config.engine_kwargs)
-    kwargs["disable_log_stats"] = False
-    if config.speculative_config is not None:
-        kwargs["speculative_config"] = config.speculative_config
-    env: dict[str, str] = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
-    if device.kind == "gpu":
-        if "gpu_memory_utilization" in kwargs or "kv_cache_memory_bytes" in kwargs:
-            memory = "user-set " + (
-                f"gpu_memory_utilization={kwargs['gpu_memory_utilization']}"
-                if "gpu_memory_utilization" in kwargs
-                else f"kv_cache_memory_bytes={kwargs['kv_cache_memory_bytes']}"
-            )
-        else:
-            share = round(GPU_MEMORY_BUDGET / max_engines, 3)
-            kwargs["gpu_memory_utilization"] = share
-            memory = f"gpu_memory_utilization={share} (split {max_engines} ways)"
-    else:
-        if (
-            "kv_cache_memory_bytes" in kwargs
-            or "gpu_memory_utilization" in kwargs
-            or os.environ.get("VLLM_CPU_KVCACHE_SPACE")
-        ):
-            memory = "user-set"
-        else:
-            kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
-            memory = f"kv_cache_memory_bytes={CPU_KV_CACHE_BYTES // 2**20} MiB"
-        # Both engines get it, so that they differ only in speculative_config.
-        preload = openmp_preload(os.environ.get("LD_PRELOAD", ""), find_iomp())
-        if preload is not None:
-            env["LD_PRELOAD"] = preload
-    return Placement(kwargs, memory, env)
-
-
-#: Library names by which vLLM for CPU recognises an OpenMP runtime in ``LD_PRELOAD``.
-_OPENMP_RUNTIMES = ("libiomp", "libomp", "libgomp")
-
-
-def openmp_preload(preload: str, iomp: str | None) -> str | None:
-    """``LD_PRELOAD`` for a CPU engine: Intel OpenMP first, unless one runtime is preloaded
-    already (vLLM refuses two, e.g. a user's ``libgomp`` beside ``libiomp5``); None: unchanged."""
-    if iomp is None or any(name in preload for name in _OPENMP_RUNTIMES):
-        return None
-    return f"{iomp}:{preload}" if preload else iomp
 
 
 @contextmanager
@@ -108,67 +46,6 @@ def _tail(path: str, lines: int = 30) -> str:
 def _log_tail(path: str) -> str:
     """The end of an engine log, for an error message (a failed engine's log is kept)."""
     return f"--- last lines of the engine log {path} (kept) ---\n{_tail(path)}"
-
-
-#: What torch and vLLM (0.20 to 0.32) say when an engine does not fit in memory: the exception
-#: types, and vLLM's own messages for weights, activations and KV cache on GPUs and CPUs. Words
-#: such as "memory" alone are no sign: every log names the plugin's ``kv_cache_memory_bytes``.
-_OUT_OF_MEMORY = re.compile(
-    r"OutOfMemoryError\b"  # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
-    r"|(?<![\w.])MemoryError\b"
-    r"|CUDA out of memory"
-    r"|(?:can't|cannot) allocate memory"  # DefaultCPUAllocator, ENOMEM
-    r"|No available memory for the cache blocks"
-    r"|is larger than the available KV cache memory"
-    r"|allocation is less than requested memory for kv"
-    r"|is less than desired (?:CPU|GPU) memory utilization"
-    r"|is less than the engine's budget"
-    r"|exceed the desired GPU memory utilization"
-    r"|not enough GPU memory",
-    re.IGNORECASE,
-)
-
-
-def out_of_memory(text: str) -> bool:
-    """Whether a failed start's traceback or log says the engine ran out of memory."""
-    return _OUT_OF_MEMORY.search(text) is not None
-
-
-def _available_gib() -> float | None:
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return None
-
-
-def memory_advice(device: Device, max_engines: int) -> str:
-    """Free memory now and the knobs that make an engine fit."""
-    if device.kind == "gpu":
-        from .platform import nvml_gpus
-
-        free = ", ".join(
-            f"GPU {g.index} {g.name}: {g.memory_free_gib:.1f} of {g.memory_total_gib:.1f} GiB free"
-            for g in nvml_gpus()
-        )
-        knobs = (
-            "lower gpu_memory_utilization in engine_kwargs (each of the "
-            f"{max_engines} resident engines claims its share of the card), lower max_model_len, "
-            "or keep one engine resident (--specdecode-max-engines 1, runs the engines one "
-            "after the other)"
-        )
-    else:
-        available = _available_gib()
-        free = f"{available:.1f} GiB of RAM available" if available is not None else "unknown"
-        knobs = (
-            "set kv_cache_memory_bytes (or lower gpu_memory_utilization, which on a CPU is a "
-            "fraction of RAM) in engine_kwargs, lower max_model_len, or keep one engine resident "
-            "(--specdecode-max-engines 1)"
-        )
-    return f"The engine ran out of memory. Free now: {free}. To make it fit: {knobs}."
 
 
 #: Engines whose worker may be running. They are killed at interpreter exit, before
@@ -414,144 +291,3 @@ class Engine(PlainCalls):
             self._conn.close()
         except OSError:
             pass
-
-
-class EnginePool:
-    """Engines cached by configuration; at most ``max_engines`` resident (least recently used
-    is shut down first).
-
-    Engine logs go to ``log_dir`` (by default a temporary folder, removed at :meth:`close`
-    unless it holds the log of an engine that failed: only those are kept).
-    """
-
-    def __init__(
-        self,
-        max_engines: int = 2,
-        *,
-        timeout: float = 900.0,
-        progress: Progress = _quiet,
-        device: Device | None = None,
-        log_dir: str | None = None,
-    ) -> None:
-        self.max_engines = max_engines
-        self.timeout = timeout
-        self.progress = progress
-        self._device = device
-        self._own_log_dir = log_dir is None
-        self.log_dir = log_dir or tempfile.mkdtemp(prefix="specdecode-logs-")
-        self._engines: OrderedDict[str, Engine] = OrderedDict()
-        self._spawned: list[Engine] = []  # every engine started, ready or not
-        self.starts = 0
-        self.start_seconds = 0.0
-
-    @property
-    def device(self) -> Device:
-        if self._device is None:
-            self._device = detect_device()
-        return self._device
-
-    def acquire(
-        self,
-        config: EngineConfig,
-        *,
-        keep: Sequence[EngineConfig] = (),
-        timeout: float | None = None,
-    ) -> Engine:
-        """The engine for ``config``, started if needed. Engines in ``keep`` are not evicted.
-
-        A start may take the pool's ``timeout``; ``timeout`` (a test's own) bounds each call.
-        """
-        __tracebackhide__ = True
-        engine = self._engines.get(config.key)
-        if engine is not None and not engine.alive:
-            self.progress(f"{config.describe()} is no longer running; starting a fresh one")
-            self._engines.pop(config.key)
-            engine.failed = True
-            engine.kill()
-            engine = None
-        if engine is not None:
-            self._engines.move_to_end(config.key)
-            engine.timeout = timeout or self.timeout
-            return engine
-        keep_keys = {c.key for c in keep}
-        while len(self._engines) >= self.max_engines:
-            victim = next((k for k in self._engines if k not in keep_keys), None)
-            if victim is None:
-                break
-            old = self._engines.pop(victim)
-            self.progress(f"shutting down {old.config.describe()} (pool holds {self.max_engines})")
-            old.close()
-        placement = place(config, self.device, self.max_engines)
-        self.progress(f"starting {config.describe()} [{placement.memory}] ...")
-        try:
-            engine = Engine(
-                config,
-                placement,
-                timeout=self.timeout,
-                log_dir=self.log_dir,
-                on_start=self._spawned.append,
-            )
-        except EngineStartError as exc:
-            if out_of_memory(str(exc)):
-                raise EngineStartError(
-                    f"{exc}\n{memory_advice(self.device, self.max_engines)}"
-                ) from None
-            raise
-        self._engines[config.key] = engine
-        engine.timeout = timeout or self.timeout
-        self.starts += 1
-        self.start_seconds += engine.start_seconds
-        self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
-        return engine
-
-    def release(self, config: EngineConfig) -> None:
-        """Shut down (or reap) the engine for ``config`` if the pool has one."""
-        engine = self._engines.pop(config.key, None)
-        if engine is not None:
-            engine.close()
-
-    def close(self) -> None:
-        """Shut every engine down; none survives this call, even one interrupted mid-start.
-
-        Then remove the logs of engines that did not fail (and the pool's own log folder when
-        nothing is left in it).
-        """
-        interrupted: BaseException | None = None
-        while self._engines:
-            _, engine = self._engines.popitem(last=False)
-            if interrupted is not None:
-                engine.kill()
-                continue
-            try:
-                engine.close()
-            except Exception:
-                engine.kill()
-            except BaseException as exc:  # a second Ctrl-C: kill the rest without waiting
-                interrupted = exc
-        for engine in self._spawned:
-            engine.kill()
-        self._remove_logs()
-        if interrupted is not None:
-            raise interrupted
-
-    def kept_logs(self) -> list[str]:
-        """Logs of the engines that failed, kept after :meth:`close`."""
-        return [e.log_path for e in self._spawned if e.failed and os.path.exists(e.log_path)]
-
-    def _remove_logs(self) -> None:
-        if not self._own_log_dir:
-            return  # the caller's folder: the caller's logs
-        for engine in self._spawned:
-            if not engine.failed:
-                try:
-                    os.remove(engine.log_path)
-                except OSError:
-                    pass
-        self._spawned = [e for e in self._spawned if e.failed]
-        try:
-            os.rmdir(self.log_dir)  # only when empty: failed engines' logs stay
-        except OSError:
-            pass
-
-    def __len__(self) -> int:
-        return len(self._engines)

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .backend import EngineSource
-    from .settings import GlobalSettings
+    from ..engines.protocol import EngineSource
+    from ..settings import GlobalSettings
 
 
 @pytest.hookspec(firstresult=True)
@@ -16,5 +16,5 @@ def pytest_specdecode_engine_source(
     config: pytest.Config, settings: GlobalSettings
 ) -> EngineSource | None:
     """Return the engines the session's specdecode tests run on, for instance a simulated
-    backend implementing :class:`~pytest_specdecode.backend.EngineSource`; None (the default)
-    lets the settings choose: two running servers, or local vLLM workers."""
+    backend implementing :class:`~pytest_specdecode.engines.protocol.EngineSource`; None (the
+    default) lets the settings choose: two running servers, or local vLLM workers."""

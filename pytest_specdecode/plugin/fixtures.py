@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from .backend import EngineBackend
-from .engine_config import EngineConfig
-from .errors import ConfigError
+from ..engines.config import EngineConfig
+from ..engines.protocol import EngineBackend
+from ..errors import ConfigError
+from ..measure.bench import Bench
+from ..measure.equivalence import DistributionCheck
+from ..measure.result import Result
+from ..measure.sweep import Sweep
+from ..settings import GlobalSettings
 from .marker import MARKER, TestSpec
-from .measure.bench import Bench
-from .measure.equivalence import DistributionCheck
-from .measure.sweep import Sweep
-from .result import Result
 from .session import SpecDecodeSession
-from .settings import GlobalSettings
 
 SESSION_KEY = pytest.StashKey[SpecDecodeSession]()
 

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backend import EngineSource
-from .compare import (
+from ..baselines.compare import (
     Matching,
     ResultKey,
     StoredResults,
@@ -20,11 +19,12 @@ from .compare import (
     result_key,
     verdicts_for,
 )
-from .environment import collect
-from .errors import ConfigError, GateError
+from ..baselines.environment import collect
+from ..engines.protocol import EngineSource
+from ..errors import ConfigError, GateError
+from ..measure.result import Outcome, Result, entry
+from ..settings import BY_NAME, GlobalSettings
 from .marker import TestSpec
-from .result import Outcome, Result, entry
-from .settings import BY_NAME, GlobalSettings
 
 
 @dataclass
@@ -82,7 +82,7 @@ class SpecDecodeSession:
             return
         if not os.path.exists(path) and self.settings.get("update_baseline"):
             return  # created at the end of the session
-        from . import report
+        from ..baselines import files as report
 
         self.baseline = report.load(path, "baseline file")
         self._stored = StoredResults(self.baseline["results"])
@@ -98,7 +98,7 @@ class SpecDecodeSession:
         if self._pool is None and self.source_factory is not None:
             self._pool = self.source_factory()
         if self._pool is None:
-            from .measure.bench import make_source
+            from ..measure.bench import make_source
 
             self._pool = make_source(self.settings, self.progress)
         return self._pool
@@ -106,7 +106,7 @@ class SpecDecodeSession:
     @property
     def local_engines(self) -> bool:
         """Whether the tests start vLLM engines here (not servers, not a fake)."""
-        from .engine import EnginePool
+        from ..engines.pool import EnginePool
 
         return isinstance(self.pool, EnginePool)
 
@@ -223,7 +223,7 @@ class SpecDecodeSession:
         return [] if matching is None else [result_key(r) for r in matching.missing]
 
     def report(self) -> dict[str, Any]:
-        from . import report
+        from ..baselines import files as report
 
         session = {
             "engine_starts": self.engine_starts,
@@ -257,7 +257,7 @@ OUTPUTS = (("report", "report"), ("save", "saved run"), ("html", "HTML report"))
 def check_outputs(settings: GlobalSettings) -> None:
     """Before anything runs: every output path can be written, no two outputs share a path,
     none overwrites the baseline being compared, and the HTML report's matplotlib is there."""
-    from .outputs import check_writable, same_file
+    from ..baselines.outputs import check_writable, same_file
 
     paths = [(name, settings.get(name)) for name, _ in OUTPUTS if settings.get(name)]
     for name, path in paths:

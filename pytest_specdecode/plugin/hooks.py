@@ -7,14 +7,14 @@ from collections.abc import Callable, Generator
 
 import pytest
 
-from .assertions import check_gates
-from .compare import Matching, result_key
-from .distributed import WORKERINPUT_KEY, XdistController, check_worker_count, to_wire
-from .errors import ConfigError, GateError, InconclusiveError
+from ..baselines.compare import Matching, result_key
+from ..errors import ConfigError, GateError, InconclusiveError
+from ..measure.assertions import check_gates
+from ..settings import SETTINGS, load_global
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
 from .session import SpecDecodeSession
-from .settings import SETTINGS, load_global
+from .xdist import WORKERINPUT_KEY, XdistController, check_worker_count, to_wire
 
 __all__ = ["baseline_engine", "specdecode", "speculative_engine"]
 
@@ -102,8 +102,8 @@ def _setup_xdist(config: pytest.Config, state: SpecDecodeSession) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: one worker per GPU (group) when NVML sees GPUs, else xdist's default."""
-    from .distributed import gpu_groups
-    from .platform import nvml_gpus
+    from ..engines.hardware import nvml_gpus
+    from .xdist import gpu_groups
 
     gpus = nvml_gpus()
     if not gpus:
@@ -146,7 +146,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(str(error), pytrace=False)
     spec = state.specs.get(item.nodeid)
     if spec is not None and spec.min_gpus:
-        from .platform import nvml_gpus
+        from ..engines.hardware import nvml_gpus
 
         found = len(nvml_gpus())
         if found < spec.min_gpus:
@@ -223,7 +223,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
     """Write every requested file; one that fails is reported and does not stop the others."""
-    from . import report
+    from ..baselines import files as report
 
     data = state.report()
     writers: list[tuple[str, str, Callable[[str], None]]] = []
@@ -233,7 +233,7 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
     if state.settings.get("html"):
 
         def html(path: str) -> None:
-            from .html_report import render_html
+            from ..reporting.html import render_html
 
             report.atomic_write_text(path, render_html(data))
 
@@ -259,7 +259,7 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
 
 
 def _nothing_matched(state: SpecDecodeSession, matching: Matching) -> str:
-    from .table import printable
+    from ..reporting.table import printable
 
     new = printable(result_key(matching.pairs[0][0]))
     stored = printable(result_key(matching.missing[0]))
@@ -274,7 +274,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
     if state is None or not (state.results or state.remote_results):
         return
-    from .table import render
+    from ..reporting.table import render
 
     terminalreporter.write_sep("=", "speculative decoding summary")
     terminalreporter.write_line(render(state.result_dicts(with_outputs=False)))
@@ -299,7 +299,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def _comparison_summary(
     terminalreporter: pytest.TerminalReporter, state: SpecDecodeSession
 ) -> None:
-    from .table import printable, render_comparison
+    from ..reporting.table import printable, render_comparison
 
     terminalreporter.write_sep("=", "comparison with the baseline")
     if state.environment_changes:
@@ -323,7 +323,7 @@ def _comparison_summary(
 
 
 def _github_summary(path: str, state: SpecDecodeSession) -> None:
-    from .table import render, render_comparison
+    from ..reporting.table import render, render_comparison
 
     parts = ["## Speculative decoding", "", render(
         state.result_dicts(with_outputs=False), tablefmt="github"

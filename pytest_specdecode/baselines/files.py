@@ -20,8 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from .compare import StoredResults
-from .errors import ConfigError
 
 FORMAT_VERSION = 1
 #: Suffix of the lock file held beside a baseline while it is updated.

@@ -10,6 +10,8 @@ import importlib.metadata
 import os
 import platform as _platform
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -39,40 +41,48 @@ class Device:
         }
 
 
-def nvml_gpus() -> tuple[Gpu, ...]:
-    """GPUs visible through NVML (respecting ``CUDA_VISIBLE_DEVICES`` indices), or none."""
+@contextmanager
+def nvml() -> Iterator[Any]:
+    """NVML, initialised for the block and shut down after it (never CUDA: nothing here
+    creates a CUDA context); ``None`` without ``nvidia-ml-py`` or a driver."""
     try:
         import pynvml
-    except ImportError:
-        return ()
-    try:
+
         pynvml.nvmlInit()
     except Exception:
-        return ()
+        yield None
+        return
     try:
-        count = pynvml.nvmlDeviceGetCount()
-        indices = list(range(count))
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is not None:
-            indices = [int(v) for v in visible.split(",") if v.strip().isdigit()]
-        gpus = []
-        for i in indices:
-            if i >= count:
-                continue
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            if isinstance(name, bytes):
-                name = name.decode()
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(Gpu(i, str(name), mem.total / 2**30, mem.free / 2**30))
-        return tuple(gpus)
-    except Exception:
-        return ()
+        yield pynvml
     finally:
         try:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def nvml_gpus() -> tuple[Gpu, ...]:
+    """GPUs visible through NVML (respecting ``CUDA_VISIBLE_DEVICES`` indices), or none."""
+    with nvml() as pynvml:
+        if pynvml is None:
+            return ()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            indices = list(range(count))
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            if visible is not None:
+                indices = [int(v) for v in visible.split(",") if v.strip().isdigit()]
+            gpus = []
+            for i in (i for i in indices if i < count):
+                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                name = pynvml.nvmlDeviceGetName(handle)
+                if isinstance(name, bytes):
+                    name = name.decode()
+                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                gpus.append(Gpu(i, str(name), mem.total / 2**30, mem.free / 2**30))
+            return tuple(gpus)
+        except Exception:
+            return ()
 
 
 def cpu_model() -> str:

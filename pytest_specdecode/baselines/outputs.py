@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def check_writable(path: str, source: str) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from .errors import ConfigError
-from .platform import Gpu, nvml_gpus
+from ..engines.hardware import Gpu, nvml_gpus
+from ..errors import ConfigError
 
 WORKERINPUT_KEY = "specdecode_cuda_visible_devices"
 

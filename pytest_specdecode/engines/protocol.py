@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .engine_config import EngineConfig
-from .platform import Device
+from .config import EngineConfig
+from .hardware import Device
 
 #: vLLM's speculative-decoding counters (``LLM.get_metrics()`` names; ``/metrics`` adds
 #: ``_total``), by the field of :class:`Counters` they fill.

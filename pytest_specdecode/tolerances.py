@@ -1,0 +1,68 @@
+"""Tolerated drops for the regression rule (``--specdecode-compare-fail``): parsed once,
+shared by the settings that validate them and the comparison that applies them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+#: Default tolerated drops.
+DEFAULT_TOLERANCES = "speedup:5%,acceptance_rate:5%"
+
+#: Figures that can be compared: name → (log scale?, how to read its per-round samples).
+FIGURES: dict[str, bool] = {
+    "speedup": True,
+    "acceptance_rate": False,
+    "mean_acceptance_length": False,
+    "baseline_tokens_per_second": True,
+    "speculative_tokens_per_second": True,
+    "match_rate": False,
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    figure: str
+    amount: float
+    relative: bool
+
+    def floor(self, old: float) -> float:
+        """The lowest value that is still within the tolerance of ``old``."""
+        return old * (1 - self.amount) if self.relative else old - self.amount
+
+    def ceiling(self, old: float) -> float:
+        return old * (1 + self.amount) if self.relative else old + self.amount
+
+    def __str__(self) -> str:
+        return (
+            f"{self.figure}:{self.amount * 100:g}%"
+            if self.relative
+            else (f"{self.figure}:{self.amount:g}")
+        )
+
+
+def parse_tolerances(text: str, source: str = "--specdecode-compare-fail") -> list[Tolerance]:
+    """Parse ``figure:amount[%],...``; errors name ``source`` and the bad part."""
+    result = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        figure, sep, amount = part.partition(":")
+        figure = figure.strip()
+        if not sep:
+            raise ConfigError(f"{source}: {part!r} should look like speedup:10% or match_rate:0.1")
+        if figure not in FIGURES:
+            raise ConfigError(f"{source}: unknown figure {figure!r}; known: " + ", ".join(FIGURES))
+        relative = amount.strip().endswith("%")
+        try:
+            value = float(amount.strip().rstrip("%"))
+        except ValueError:
+            raise ConfigError(f"{source}: {part!r}: {amount!r} is not a number") from None
+        if value < 0 or not math.isfinite(value):
+            raise ConfigError(f"{source}: {part!r}: the tolerance must be >= 0")
+        result.append(Tolerance(figure, value / 100 if relative else value, relative))
+    if not result:
+        raise ConfigError(f"{source}: no tolerance given, e.g. speedup:10%,acceptance_rate:5%")
+    return result

@@ -1,0 +1,73 @@
+"""The package's layers import one way: plugin -> baselines, reporting -> measure -> engines
+(errors, settings and prompts are shared by all), and importing the plugin imports nothing
+heavy."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_specdecode"
+
+#: What each layer may import from the package (besides itself and the shared modules).
+ALLOWED = {
+    "engines": set(),
+    "measure": {"engines"},
+    "baselines": {"measure", "engines"},
+    "reporting": {"measure", "engines"},
+    "plugin": {"baselines", "reporting", "measure", "engines"},
+}
+SHARED = {"errors", "settings", "prompts", "tolerances"}
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level package parts a module imports (relative and absolute, lazy ones too)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    package = parts[:-1] if path.name != "__init__.py" else parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package[: len(package) - node.level + 1])
+            names = [".".join(base + ([node.module] if node.module else []))]
+            if node.module is None:
+                names = [f"{names[0]}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            bits = name.split(".")
+            if bits[0] == "pytest_specdecode" and len(bits) > 1:
+                found.add(bits[1])
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_imports_flow_one_way(layer: str) -> None:
+    allowed = ALLOWED[layer] | SHARED | {layer}
+    wrong = {
+        str(path.relative_to(PACKAGE)): sorted(_imports(path) - allowed)
+        for path in (PACKAGE / layer).rglob("*.py")
+        if _imports(path) - allowed
+    }
+    assert not wrong, f"{layer} imports from layers above it: {wrong}"
+
+
+def test_shared_modules_import_only_shared_ones() -> None:
+    wrong = {name: sorted(_imports(PACKAGE / f"{name}.py") - SHARED) for name in SHARED}
+    assert not any(wrong.values()), wrong
+
+
+def test_importing_the_plugin_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, pytest_specdecode, pytest_specdecode.plugin.hooks;"
+        "print(sorted(m for m in ('vllm', 'torch', 'transformers', 'matplotlib', 'tokenizers')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
