@@ -63,9 +63,9 @@ def refuse_engines() -> None:
 
 
 def specdecode_for(spec: Spec) -> Bench:
-    settings = load_global(lambda d: None, lambda n: None)
-    return Bench.of(
-        spec.baseline, spec.speculative, settings, name=spec.nodeid, source=RefusingSource()
+    s = spec.speculative
+    return Bench(
+        s.target, s.speculative_config, s.engine_kwargs, name=spec.nodeid, source=RefusingSource()
     )
 
 

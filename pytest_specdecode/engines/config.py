@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,12 +224,10 @@ class EngineConfig:
         schema = installed_schema()
         if schema is None:
             return
-        for key in spec:
-            if key not in schema.fields:
-                raise ConfigError(
-                    f"{source}: unknown key {key!r}{closest(key, schema.fields)}; the installed "
-                    f"vLLM's SpeculativeConfig has no such field ({schema.source})"
-                )
+        _refuse_unknown(
+            spec, schema.fields, lambda _: source, "unknown key",
+            f"the installed vLLM's SpeculativeConfig has no such field ({schema.source})",
+        )  # fmt: skip
         method = spec.get("method")
         if method is not None and schema.methods and method not in schema.methods:
             raise ConfigError(
@@ -259,18 +257,30 @@ class EngineConfig:
 def check_engine_kwargs(engine_kwargs: Mapping[str, Any], where: Callable[[str], str]) -> None:
     """Every key must be an argument the installed vLLM's ``LLM()`` accepts (read from its
     source, not imported); ``where(key)`` names the setting the key came from."""
-    from .vllm_schema import closest, installed_engine_args
+    from .vllm_schema import installed_engine_args
 
     schema = installed_engine_args()
     if schema is None:
         return
-    for key in engine_kwargs:
-        if key not in schema.names:
-            raise ConfigError(
-                f"{where(key)}: engine_kwargs: unknown argument {key!r}"
-                f"{closest(key, schema.names)}; the installed vLLM's LLM() and EngineArgs "
-                f"accept no such argument ({schema.source})"
-            )
+    _refuse_unknown(
+        engine_kwargs, schema.names, where, "engine_kwargs: unknown argument",
+        f"the installed vLLM's LLM() and EngineArgs accept no such argument ({schema.source})",
+    )  # fmt: skip
+
+
+def _refuse_unknown(
+    keys: Iterable[str],
+    known: Collection[str],
+    where: Callable[[str], str],
+    what: str,
+    why: str,
+) -> None:
+    """A ConfigError for the first key not in ``known``, with a "did you mean"."""
+    from .vllm_schema import closest
+
+    for key in keys:
+        if key not in known:
+            raise ConfigError(f"{where(key)}: {what} {key!r}{closest(key, known)}; {why}")
 
 
 def engine_pair(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -164,7 +165,7 @@ def installed_engine_args() -> EngineArgsSchema | None:
         return None
 
 
-def closest(word: str, choices: frozenset[str] | set[str]) -> str:
+def closest(word: str, choices: Collection[str]) -> str:
     """`` (did you mean 'x'?)`` for the nearest choice, or an empty string."""
     match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""

@@ -156,46 +156,9 @@ class Bench:
             served=parsed.get("speculative_url") is not None,
             where=lambda n: f"Bench({n}=...)", hint="to Bench",
         )  # fmt: skip
-        self._setup(pair, parsed, name, category, source, gates, speedup_floor, on_result, progress)
-
-    @classmethod
-    def of(
-        cls,
-        baseline: EngineConfig,
-        speculative: EngineConfig,
-        settings: GlobalSettings,
-        *,
-        name: str = "bench",
-        category: str = "bench",
-        source: EngineSource | None = None,
-        gates: Mapping[str, float] | None = None,
-        speedup_floor: Callable[[str], float | None] | None = None,
-        on_result: Callable[[Result], None] | None = None,
-        progress: Progress | None = _stderr,
-    ) -> Bench:
-        """A Bench on configurations and settings validated already (the plugin's)."""
-        bench = cls.__new__(cls)
-        bench._setup(
-            (baseline, speculative), settings, name, category, source, gates, speedup_floor,
-            on_result, progress,
-        )  # fmt: skip
-        return bench
-
-    def _setup(
-        self,
-        pair: tuple[EngineConfig, EngineConfig],
-        settings: GlobalSettings,
-        name: str,
-        category: str,
-        source: EngineSource | None,
-        gates: Mapping[str, float] | None,
-        speedup_floor: Callable[[str], float | None] | None,
-        on_result: Callable[[Result], None] | None,
-        progress: Progress | None,
-    ) -> None:
         self.baseline, self.speculative = pair
-        self.settings = settings
-        self.served = settings.get("speculative_url") is not None
+        self.settings = parsed
+        self.served = parsed.get("speculative_url") is not None
         self.name, self.category = name, category
         self.gates = dict(gates or {})
         self._floor = speedup_floor

@@ -16,11 +16,10 @@ import pytest
 from ..engines.config import EngineConfig
 from ..engines.protocol import EngineBackend
 from ..errors import ConfigError
-from ..measure.bench import Bench
+from ..measure.bench import BENCH_SETTINGS, Bench
 from ..measure.equivalence import DistributionCheck
 from ..measure.result import Result
 from ..measure.sweep import Sweep
-from ..settings import GlobalSettings
 from .marker import MARKER, TestSpec
 from .session import SpecDecodeSession
 
@@ -42,15 +41,16 @@ class SpecDecode:
         self._session = session
         self.spec = spec
         self._node = node
-        settings = GlobalSettings(
-            {**session.settings.values, "trials": spec.trials, "timeout": spec.timeout},
-            dict(session.settings.sources),
-        )
-        self.bench = Bench.of(
-            spec.baseline, spec.speculative, settings, name=spec.nodeid,
-            category=spec.category, source=session.pool, gates=spec.gates,
+        settings = {name: session.settings.get(name) for name in BENCH_SETTINGS} | {
+            "trials": spec.trials,
+            "timeout": spec.timeout,
+        }
+        self.bench = Bench(
+            spec.speculative.target or None, spec.speculative.speculative_config,
+            spec.speculative.engine_kwargs, name=spec.nodeid, category=spec.category,
+            source=session.pool, gates=spec.gates,
             speedup_floor=lambda label: session.speedup_floor(spec.nodeid, label),
-            on_result=self._collect, progress=session.progress,
+            on_result=self._collect, progress=session.progress, **settings,
         )  # fmt: skip
 
     @property
