@@ -7,6 +7,7 @@ import multiprocessing
 import multiprocessing.util
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -66,6 +67,27 @@ os.register_at_fork(after_in_child=_RUNNING.clear)
 
 
 @contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Start a spawned worker without re-running the caller's script in it: multiprocessing
+    runs the parent's ``__main__`` file again in every spawned child, so a plain script using
+    ``Bench`` without an ``if __name__ == "__main__":`` guard would start itself once more in
+    every engine worker (which imports only what ``worker.main`` needs)."""
+    main = sys.modules.get("__main__")
+    saved: dict[str, Any] = {
+        k: main.__dict__[k] for k in ("__file__", "__spec__") if main and k in main.__dict__
+    }
+    if main is not None:
+        main.__dict__.pop("__file__", None)
+        main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
+@contextmanager
 def _sigint_held() -> Iterator[None]:
     """Hold a Ctrl-C back until the block ends (a worker started and registered is never
     lost to an interrupt landing in between); then deliver it."""
@@ -107,7 +129,6 @@ class Engine(PlainCalls):
         self.config = config
         self.placement = placement
         self.timeout = timeout
-        self.calls = 0
         #: the engine failed (start, crash, timeout, dead engine core): its log is worth keeping
         self.failed = False
         self._pending = False  # a command was sent and its answer not read (an interrupt)
@@ -132,7 +153,7 @@ class Engine(PlainCalls):
         started = time.perf_counter()
         try:
             with _sigint_held():
-                with _environ(placement.env):
+                with _environ(placement.env), _main_not_rerun():
                     self._process.start()
                 _RUNNING.add(self)
                 if on_start is not None:
@@ -212,7 +233,6 @@ class Engine(PlainCalls):
         __tracebackhide__ = True
         if not self._process.is_alive():  # a dead engine core alone: the worker reports it
             raise self._crashed(f"{command} (it had died before the call)")
-        self.calls += 1
         self._pending = True
         try:
             self._conn.send((command, kwargs))
@@ -249,11 +269,6 @@ class Engine(PlainCalls):
         """Cumulative speculative-decoding counters of this engine."""
         __tracebackhide__ = True
         return Counters.of(self.call("spec_counters"))
-
-    def metrics(self) -> list[dict[str, Any]]:
-        """Every ``vllm:*`` metric of this engine, as plain dicts."""
-        result: list[dict[str, Any]] = self.call("metrics")
-        return result
 
     def close(self, timeout: float = 60.0) -> None:
         """Ask the worker to shut vLLM down and exit; kill its process group if it won't.

@@ -25,12 +25,6 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-SPEC_COUNTERS = (
-    "vllm:spec_decode_num_drafts",
-    "vllm:spec_decode_num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens",
-)
-SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 #: Longest wait for vLLM to shut down before the worker kills its process group.
 SHUTDOWN_SECONDS = 10.0
 
@@ -116,30 +110,20 @@ class _Engine:
 
     def spec_counters(self) -> dict[str, Any]:
         """The speculative-decoding counters, summed over ``engine`` labels (data parallel)."""
-        totals = dict.fromkeys(SPEC_COUNTERS, 0)
+        from .protocol import SPEC_COUNTERS, SPEC_PER_POSITION
+
+        totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
         per_pos: list[int] = []
         for metric in self.llm.get_metrics():
-            if metric.name in totals:
-                totals[metric.name] += int(metric.value)
-            elif metric.name == SPEC_PER_POS:
+            if metric.name in SPEC_COUNTERS:
+                totals[SPEC_COUNTERS[metric.name]] += int(metric.value)
+            elif metric.name == SPEC_PER_POSITION:
                 values = list(metric.values)
                 if len(per_pos) < len(values):
                     per_pos.extend([0] * (len(values) - len(per_pos)))
                 for i, v in enumerate(values):
                     per_pos[i] += int(v)
-        return {
-            "num_drafts": totals[SPEC_COUNTERS[0]],
-            "num_draft_tokens": totals[SPEC_COUNTERS[1]],
-            "num_accepted_tokens": totals[SPEC_COUNTERS[2]],
-            "accepted_per_position": per_pos,
-        }
-
-    def metrics(self) -> list[dict[str, Any]]:
-        """Every ``vllm:*`` metric as plain dicts."""
-        return [
-            {"type": type(m).__name__, **{k: v for k, v in vars(m).items()}}
-            for m in self.llm.get_metrics()
-        ]
+        return {**totals, "accepted_per_position": per_pos}
 
     def dead_cause(self, exc: BaseException) -> str:
         """What died under a ``vllm.LLM`` that raised ``EngineDeadError``: each engine-core
