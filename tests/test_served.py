@@ -551,3 +551,17 @@ def test_urls_go_together(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("--specdecode-baseline-url", "http://127.0.0.1:1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*go together*"])
+
+
+def test_bench_on_two_servers_reports_the_servers_model_and_k(servers: Any) -> None:
+    """A served Bench needs neither a target nor a speculative config: the servers have them;
+    it owns its connections and closes them when its block ends."""
+    from pytest_specdecode import Bench
+
+    base, spec = servers(speculating=False), servers()
+    with Bench(baseline_url=base.url, speculative_url=spec.url, progress=None, trials=2) as bench:
+        result = bench.run(["a", "b"], max_tokens=8)
+        engine = bench.engine("speculative")
+    assert result.target == "tiny" and result.method == "served"
+    assert result.num_speculative_tokens == engine.info["num_speculative_tokens"] > 0
+    assert result.trials == 2 and result.num_drafts > 0

@@ -92,8 +92,8 @@ def make_source(settings: GlobalSettings, progress: Progress) -> EngineSource:
 
 
 class _Shared:
-    """The process's local engine pool, shared by every ``Bench`` that brings none: closed
-    when the last open ``Bench`` closes, and at interpreter exit."""
+    """The process's local engine pool, shared by every ``Bench`` on local engines that brings
+    none: closed when the last open one closes, and at interpreter exit."""
 
     def __init__(self) -> None:
         self.source: EngineSource | None = None
@@ -171,8 +171,14 @@ class Bench:
     # -- engines ------------------------------------------------------------------------
     @property
     def source(self) -> EngineSource:
+        """The engines: the ones given, the two servers the settings name (this Bench's own),
+        or the process's shared local pool."""
         if self._source is None:
-            self._source = _shared.take(self.settings, self.progress)
+            self._source = (
+                make_source(self.settings, self.progress)
+                if self.served
+                else _shared.take(self.settings, self.progress)
+            )
         return self._source
 
     def engine(self, which: str) -> EngineBackend:
@@ -190,8 +196,11 @@ class Bench:
     def close(self) -> None:
         """Give the engines back: the last open Bench on the shared pool shuts them down."""
         if self._owns_source and self._source is not None:
-            self._source = None
-            _shared.give_back()
+            source, self._source = self._source, None
+            if self.served:
+                source.close()
+            else:
+                _shared.give_back()
 
     def __enter__(self) -> Bench:
         return self
