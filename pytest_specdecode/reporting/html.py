@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from .table import render
+from .table import label, render
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -48,13 +48,8 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def _label(result: Mapping[str, Any]) -> str:
-    name = str(result["nodeid"]).rsplit("::", 1)[-1]
-    return f"{name} [{result['label']}]" if result.get("label") else name
-
-
 def _category_label(result: Mapping[str, Any]) -> str:
-    return f"{result['category']}: {_label(result)}"
+    return f"{result['category']}: {label(result)}"
 
 
 def speedup_chart(results: list[Mapping[str, Any]]) -> str:
@@ -63,7 +58,7 @@ def speedup_chart(results: list[Mapping[str, Any]]) -> str:
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(results) + 1.5))
     categories = sorted({str(r["category"]) for r in results})
     colours = {c: f"C{i % 10}" for i, c in enumerate(categories)}
-    ordered = sorted(results, key=lambda r: (str(r["category"]), _label(r)))
+    ordered = sorted(results, key=lambda r: (str(r["category"]), label(r)))
     for y, r in enumerate(ordered):
         low, high = r["speedup_ci"]
         low = r["speedup"] if low is None else low
@@ -146,7 +141,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     for r in results:
         reasons = "; ".join(r.get("verdict_reasons") or [])
         parts.append(
-            f"<li><b>{html.escape(_label(r))}</b>: {html.escape(str(r.get('verdict') or '-'))}"
+            f"<li><b>{html.escape(label(r))}</b>: {html.escape(str(r.get('verdict') or '-'))}"
             f" &mdash; {html.escape(reasons)}</li>"
         )
     parts.append("</ul>")

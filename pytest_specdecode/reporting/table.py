@@ -49,7 +49,8 @@ HEADERS = (
 )
 
 
-def _name(row: Mapping[str, Any]) -> str:
+def label(row: Mapping[str, Any]) -> str:
+    """How a result is named in tables and charts: the test's name and the run's label."""
     nodeid = str(row.get("nodeid", ""))
     name = nodeid.rsplit("::", 1)[-1]
     return f"{name} [{row['label']}]" if row.get("label") else name
@@ -85,7 +86,7 @@ def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
 def _cells(r: Mapping[str, Any]) -> list[str]:
     low, high = r.get("speedup_ci") or (None, None)
     return [
-        _name(r),
+        label(r),
         str(r.get("category", "")),
         f"{r.get('method')} ({r.get('num_speculative_tokens')})",
         _num(r["baseline"].get("tokens_per_second"), ".1f"),
