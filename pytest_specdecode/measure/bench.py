@@ -354,9 +354,8 @@ class Bench:
             return None
         if self.settings.get("cost_ratio") == "off" or not result.baseline.tpot:
             return None
-        self.progress(f"timing the draft {spec.draft} alone for the cost ratio (once)")
         tpot = draft_tpot(
-            self.source, spec, prompts, params, keep=[self.baseline],
+            self.source, spec, prompts, params, self.progress, keep=[self.baseline],
             concurrency=concurrency, timeout=self._timeout,
         )  # fmt: skip
         return None if tpot is None else tpot / result.baseline.tpot

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..engines.config import EngineConfig
@@ -52,6 +52,7 @@ def draft_tpot(
     speculative: EngineConfig,
     prompts: Sequence[Any],
     sampling: Mapping[str, Any],
+    progress: Callable[[str], None] = lambda _: None,
     **kwargs: Any,
 ) -> float | None:
     """:func:`measure_draft_tpot`, once per source and draft configuration."""
@@ -61,5 +62,6 @@ def draft_tpot(
         return None
     cache = _timed.setdefault(source, {})
     if config.key not in cache:
+        progress(f"timing the draft {speculative.draft} alone for the cost ratio")
         cache[config.key] = measure_draft_tpot(source, speculative, prompts, sampling, **kwargs)
     return cache[config.key]
