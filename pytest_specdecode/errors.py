@@ -47,3 +47,13 @@ class InconclusiveError(SpecDecodeError):
 class NoSpeculationError(SpecDecodeError):
     """The speculative engine proposed no draft at all: the configuration, not the figures,
     is wrong (e.g. n-gram lookup on prompts without repeated n-grams)."""
+
+
+class SpecDecodeWarning(UserWarning):
+    """Something works but is likely not what the user wants (e.g. a draft larger than its
+    target); filter it with ``-W ignore::pytest_specdecode.errors.SpecDecodeWarning``."""
+
+
+class UncheckedCompatibilityWarning(SpecDecodeWarning):
+    """A draft could not be checked against its target before the engine starts (a hub model
+    whose files are not in the Hugging Face cache yet)."""

@@ -27,12 +27,6 @@ def _model_config(model: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _vocab_size(model: str) -> int | None:
-    data = _model_config(model)
-    size = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
-    return int(size) if isinstance(size, int) else None
-
-
 #: The files that make a folder a model vLLM can load: a Hugging Face ``config.json``, or a
 #: Mistral-format ``params.json``.
 _MODEL_CONFIG_FILES = ("config.json", "params.json")
@@ -97,9 +91,17 @@ def max_model_len(target: str, engine_kwargs: dict[str, Any]) -> tuple[int, str]
         return None  # -1 (fit to memory), "4k": vLLM's to interpret
     if not looks_local(target) or "hf_overrides" in engine_kwargs:
         return None
-    data = _model_config(target)
+    found = config_context(_model_config(target))
+    if found is None:
+        return None
+    return found[0], f"{found[1]} in {os.path.join(target, 'config.json')}"
+
+
+def config_context(data: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The context length vLLM derives from a ``config.json`` and the key it comes from;
+    ``None`` when none is given or RoPE scaling may change it."""
     nested = data.get("text_config")
-    text: dict[str, Any] = nested if isinstance(nested, dict) else data
+    text: Mapping[str, Any] = nested if isinstance(nested, dict) else data
     for rope_key in ("rope_scaling", "rope_parameters"):
         rope = text.get(rope_key)
         if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) not in _UNSCALED:
@@ -108,7 +110,7 @@ def max_model_len(target: str, engine_kwargs: dict[str, Any]) -> tuple[int, str]
     if not found:
         return None
     key = "model_max_length" if "model_max_length" in found else min(found, key=found.__getitem__)
-    return found[key], f"{key} in {os.path.join(target, 'config.json')}"
+    return found[key], key
 
 
 def tokenizer_file(target: str, engine_kwargs: dict[str, Any]) -> Path | None:
@@ -236,7 +238,9 @@ class EngineConfig:
             )
 
     def _check_models(self, spec: dict[str, Any], source: str) -> None:
-        """Local folders exist; a draft model shares the target's vocabulary."""
+        """Local folders exist; a draft or head fits the target (``compat``)."""
+        from .compat import check_compatibility
+
         check_model_path(self.target, source.replace("speculative_config", "target"))
         if self.method == "draft_model" and not spec.get("model"):
             raise ConfigError(f'{source}: method "draft_model" needs "model" (the draft folder)')
@@ -244,14 +248,7 @@ class EngineConfig:
         if draft is None:
             return
         check_model_path(draft, f"{source}: model")
-        if self.method == "draft_model" and not spec.get("use_heterogeneous_vocab"):
-            target_vocab, draft_vocab = _vocab_size(self.target), _vocab_size(draft)
-            if target_vocab and draft_vocab and target_vocab != draft_vocab:
-                raise ConfigError(
-                    f"{source}: the draft {draft!r} has vocab_size {draft_vocab} but the target "
-                    f"{self.target!r} has {target_vocab}; a draft model must share the target's "
-                    "vocabulary (same tokenizer family)"
-                )
+        check_compatibility(self.target, spec, self.engine_kwargs, self.method, source)
 
 
 def check_engine_kwargs(engine_kwargs: Mapping[str, Any], where: Callable[[str], str]) -> None:

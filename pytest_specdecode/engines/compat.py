@@ -1,0 +1,530 @@
+"""Whether a speculative config fits its target, told from the model files before any engine
+starts (no vLLM, torch or transformers import: ``config.json``, the tokenizer files and the
+``*.safetensors`` headers are read with :mod:`json`).
+
+Checked: a draft model's tokenizer (vocabulary size, token-to-id mapping, special tokens) and
+context window against the target's, its size (a warning when it is the larger model), and an
+EAGLE/MTP head's hidden size and recorded base model. Local folders are read directly; hub
+names where their files are in the Hugging Face cache, otherwise the check is said to be
+skipped (:class:`~pytest_specdecode.errors.UncheckedCompatibilityWarning`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
+from .config import config_context, looks_local
+
+#: Special-token roles compared between draft and target. A different ``bos``/``unk`` means
+#: another tokenizer; a different ``eos``/``pad`` is also what separates a base model from its
+#: instruct variant (same vocabulary), so it is a warning.
+_STRICT_ROLES = ("bos", "unk")
+_LOOSE_ROLES = ("eos", "pad")
+
+#: Where checkpoints record the model an EAGLE/MTP head was trained on.
+_BASE_MODEL_KEYS = ("base_model_name_or_path", "base_model", "target_model", "verifier")
+
+
+def is_head(method: str) -> bool:
+    """Whether ``method`` names a head that reads the target's hidden states (EAGLE, EAGLE3,
+    MTP and the model-specific ``*_mtp`` names of vLLM's method list)."""
+    return method in ("eagle", "eagle3", "mtp") or method.endswith("_mtp")
+
+
+def hub_cache() -> Path:
+    """The Hugging Face hub cache folder, as ``huggingface_hub`` finds it."""
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(variable):
+            return Path(os.path.expanduser(os.environ[variable]))
+    if os.environ.get("HF_HOME"):
+        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(os.path.expanduser(cache)) / "huggingface" / "hub"
+
+
+def cached_snapshot(name: str, revision: str | None = None) -> Path | None:
+    """The cached snapshot folder of hub model ``name`` (``org/name``) at ``revision`` (a
+    branch, tag or commit; default the newest ``main``), or ``None`` when not cached."""
+    repo = hub_cache() / f"models--{name.replace('/', '--')}"
+    ref = repo / "refs" / (revision or "main")
+    try:
+        commit = ref.read_text(encoding="utf-8").strip() if ref.is_file() else revision
+    except OSError:
+        commit = revision
+    if commit and (repo / "snapshots" / commit / "config.json").is_file():
+        return repo / "snapshots" / commit
+    if revision is not None:
+        return None
+    try:
+        candidates = [p for p in (repo / "snapshots").iterdir() if (p / "config.json").is_file()]
+    except OSError:
+        return None
+    return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None
+
+
+def locate(model: str, revision: Any = None) -> Path | None:
+    """The folder holding ``model``'s files: a local folder, or a hub name's cached snapshot
+    (at ``revision``, when a string)."""
+    if looks_local(model):
+        path = Path(os.path.expanduser(model))
+        return path if path.is_dir() else None
+    return cached_snapshot(model, revision if isinstance(revision, str) else None)
+
+
+def _stamp(path: Path) -> tuple[str, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return str(path), stat.st_mtime_ns, stat.st_size
+
+
+@lru_cache(maxsize=256)
+def _json_at(path: str, _mtime: int, _size: int) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file, ``{}`` when missing or not an object (cached while unchanged)."""
+    stamp = _stamp(path)
+    data = _json_at(*stamp) if stamp else None
+    return data if isinstance(data, dict) else {}
+
+
+def token_ids(tokenizer: Mapping[str, Any]) -> dict[str, int]:
+    """The token-to-id mapping of a parsed ``tokenizer.json``: the model's vocabulary (a dict,
+    or a Unigram list of ``[token, score]``) and the added tokens."""
+    model = tokenizer.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    mapping: dict[str, int] = {}
+    if isinstance(vocab, dict):
+        mapping = {str(k): v for k, v in vocab.items() if isinstance(v, int)}
+    elif isinstance(vocab, list):
+        mapping = {str(e[0]): i for i, e in enumerate(vocab) if isinstance(e, list) and e}
+    for added in tokenizer.get("added_tokens") or ():
+        if isinstance(added, dict) and isinstance(added.get("id"), int):
+            mapping[str(added.get("content"))] = added["id"]
+    return mapping
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What is compared of a ``tokenizer.json``: its size and a digest of its mapping."""
+
+    size: int
+    digest: str
+
+
+@lru_cache(maxsize=64)
+def _vocabulary_at(path: str, _mtime: int, _size: int) -> Vocabulary | None:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    mapping = token_ids(data) if isinstance(data, dict) else {}
+    if not mapping:
+        return None
+    text = json.dumps(sorted(mapping.items()), ensure_ascii=False, separators=(",", ":"))
+    return Vocabulary(len(mapping), hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def _special_tokens(folder: Path, config: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    """Role -> (value, where) for the bos/eos/pad/unk token strings (tokenizer_config.json,
+    else special_tokens_map.json) and ids (generation_config.json, else config.json)."""
+    found: dict[str, tuple[Any, str]] = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        data = read_json(folder / name)
+        for role in (*_STRICT_ROLES, *_LOOSE_ROLES):
+            value = data.get(f"{role}_token")
+            if isinstance(value, dict):
+                value = value.get("content")
+            if isinstance(value, str) and f"{role}_token" not in found:
+                found[f"{role}_token"] = (value, name)
+    generation = read_json(folder / "generation_config.json")
+    for role in (*_STRICT_ROLES, *_LOOSE_ROLES):
+        key = f"{role}_token_id"
+        sources: tuple[tuple[Mapping[str, Any], str], ...] = (
+            (generation, "generation_config.json"),
+            (config, "config.json"),
+        )
+        for recorded, name in sources:
+            value = recorded.get(key)
+            if isinstance(value, list):
+                value = sorted(v for v in value if isinstance(v, int))
+            if isinstance(value, int | list) and not isinstance(value, bool):
+                found[key] = (value, name)
+                break
+    return found
+
+
+def _safetensors_parameters(folder: Path) -> int | None:
+    """The parameter count from the ``*.safetensors`` headers (shapes only, no weights)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        try:
+            with file.open("rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                if length > 100_000_000:
+                    return None
+                header = json.loads(handle.read(length))
+        except (OSError, ValueError, struct.error):
+            return None
+        for name, tensor in header.items():
+            if name != "__metadata__" and isinstance(tensor, dict):
+                count = 1
+                for dim in tensor.get("shape") or ():
+                    count *= int(dim)
+                total += count
+    return total
+
+
+def _int(data: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def estimate_parameters(config: Mapping[str, Any]) -> int | None:
+    """A decoder's parameter count estimated from its ``config.json`` (embeddings, attention
+    with grouped KV heads, gated MLP or experts), or ``None`` when its sizes are not given."""
+    nested = config.get("text_config")
+    text: Mapping[str, Any] = nested if isinstance(nested, dict) else config
+    hidden = _int(text, "hidden_size", "n_embd", "d_model")
+    layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
+    vocab = _int(text, "vocab_size")
+    if hidden is None or layers is None or vocab is None:
+        return None
+    heads = _int(text, "num_attention_heads", "n_head") or 1
+    kv_heads = _int(text, "num_key_value_heads") or heads
+    head_dim = _int(text, "head_dim") or hidden // heads
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    experts = _int(text, "num_local_experts", "num_experts", "n_routed_experts") or 1
+    inner = _int(text, "moe_intermediate_size") if experts > 1 else None
+    mlp = 3 * hidden * (inner or _int(text, "intermediate_size", "n_inner") or 4 * hidden)
+    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
+    return embeddings + layers * (attention + experts * mlp)
+
+
+def _billions(count: int) -> str:
+    if count >= 1e9:
+        return f"{count / 1e9:.1f}B"
+    return f"{count / 1e6:.1f}M" if count >= 1e6 else f"{count / 1e3:.1f}k"
+
+
+@dataclass
+class ModelFiles:
+    """The files of one model as given (``name``), found in ``folder``."""
+
+    name: str
+    folder: Path
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        return read_json(self.folder / "config.json")
+
+    @property
+    def text_config(self) -> Mapping[str, Any]:
+        nested = self.config.get("text_config")
+        return nested if isinstance(nested, dict) else self.config
+
+    def where(self, file: str = "config.json") -> str:
+        return str(self.folder / file)
+
+    @cached_property
+    def vocabulary(self) -> Vocabulary | None:
+        stamp = _stamp(self.folder / "tokenizer.json")
+        return _vocabulary_at(*stamp) if stamp else None
+
+    @cached_property
+    def special_tokens(self) -> dict[str, tuple[Any, str]]:
+        return _special_tokens(self.folder, self.config)
+
+    def parameters(self, prefer_files: bool) -> tuple[int, str] | None:
+        if prefer_files:
+            count = _safetensors_parameters(self.folder)
+            return None if count is None else (count, "its *.safetensors headers")
+        count = estimate_parameters(self.config)
+        return None if count is None else (count, "estimated from its config.json")
+
+
+_warned: set[tuple[str, ...]] = set()
+
+
+def _warn_once(message: str, category: type[Warning], *key: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, category, stacklevel=4)
+
+
+def check_compatibility(
+    target: str,
+    spec: Mapping[str, Any],
+    engine_kwargs: Mapping[str, Any],
+    method: str,
+    source: str,
+) -> list[str]:
+    """Raise :class:`ConfigError` when the draft or head in ``spec`` cannot work with
+    ``target``, warn (:class:`SpecDecodeWarning`) when it works but is likely a mistake, and
+    return notes on what could not be checked (also warned, once per model)."""
+    draft_name = spec.get("model")
+    if not isinstance(draft_name, str) or draft_name in ("ngram", target):
+        return []
+    if method != "draft_model" and not is_head(method):
+        return []
+    found = {
+        "draft": locate(draft_name, spec.get("revision")),
+        "target": locate(target, engine_kwargs.get("revision")) if target else None,
+    }
+    notes = [
+        f"the {role} {name!r} is not in the Hugging Face cache ({hub_cache()}), so its "
+        f"compatibility was not checked before the engine starts; download it first "
+        f"(`hf download {name}`) to have it checked"
+        for role, name in (("draft", draft_name), ("target", target))
+        if found[role] is None and name and not looks_local(name)
+    ]
+    for note in notes:
+        _warn_once(f"{source}: {note}", UncheckedCompatibilityWarning, note)
+    draft_folder, target_folder = found["draft"], found["target"]
+    if draft_folder is None or target_folder is None:
+        return notes
+    draft, model = ModelFiles(draft_name, draft_folder), ModelFiles(target, target_folder)
+    where = f"{source}: the draft {draft_name!r}"
+    if is_head(method):
+        _check_head(draft, model, method, where)
+        return notes
+    if not spec.get("use_heterogeneous_vocab"):
+        tokenizer = _target_tokenizer(target, engine_kwargs) or model
+        _check_tokenizers(draft, model, tokenizer, where)
+    _check_context(draft, model, spec, engine_kwargs, where)
+    _check_size(draft, model, where)
+    return notes
+
+
+def _target_tokenizer(target: str, engine_kwargs: Mapping[str, Any]) -> ModelFiles | None:
+    """The files of the tokenizer the target engine uses (``tokenizer=`` in engine_kwargs)."""
+    name = engine_kwargs.get("tokenizer")
+    if not isinstance(name, str) or name == target:
+        return None
+    folder = locate(name, engine_kwargs.get("tokenizer_revision"))
+    return None if folder is None else ModelFiles(name, folder)
+
+
+_HETEROGENEOUS = (
+    ', or set "use_heterogeneous_vocab": true in speculative_config to have vLLM map tokens '
+    "between the two vocabularies"
+)
+
+
+def _check_tokenizers(
+    draft: ModelFiles, target: ModelFiles, tokenizer: ModelFiles, where: str
+) -> None:
+    fix = (
+        "choose a draft trained with the target's tokenizer (a smaller model of the same "
+        f"family){_HETEROGENEOUS}"
+    )
+    target_vocab, draft_vocab = (
+        _int(target.text_config, "vocab_size"),
+        _int(draft.text_config, "vocab_size"),
+    )
+    if target_vocab and draft_vocab and target_vocab != draft_vocab:
+        raise ConfigError(
+            f"{where} has vocab_size {draft_vocab} but the target {target.name!r} has "
+            f"{target_vocab} (config.json); a draft model must share the target's vocabulary "
+            f"(same tokenizer family): {fix}"
+        )
+    ours, theirs = draft.vocabulary, tokenizer.vocabulary
+    if ours and theirs and ours != theirs:
+        raise ConfigError(
+            f"{where} has another tokenizer than the target {target.name!r}: "
+            f"{_first_difference(draft, tokenizer)}; the draft's proposals would be "
+            f"other tokens than the target's, so none would be accepted: {fix}"
+        )
+    strict: list[str] = []
+    loose: list[str] = []
+    ours_special, theirs_special = draft.special_tokens, tokenizer.special_tokens
+    if tokenizer is not target:  # ids from the target's config, strings from its tokenizer
+        theirs_special = {**target.special_tokens, **theirs_special}
+    for key in sorted(ours_special.keys() & theirs_special.keys()):
+        (mine, my_file), (other, other_file) = ours_special[key], theirs_special[key]
+        if mine != other:
+            what = f"{key} {mine!r} ({my_file}) but the target has {other!r} ({other_file})"
+            (strict if key.split("_")[0] in _STRICT_ROLES else loose).append(what)
+    if strict:
+        raise ConfigError(
+            f"{where} has another tokenizer than the target {target.name!r}: "
+            f"{'; '.join(strict)}: {fix}"
+        )
+    if loose:
+        warnings.warn(
+            f"{where} has other special tokens than the target {target.name!r}: "
+            f"{'; '.join(loose)}. A base model and its instruct variant differ so and work "
+            "together; anything else means another tokenizer: check that the draft was "
+            "trained with the target's tokenizer",
+            SpecDecodeWarning,
+            stacklevel=4,
+        )
+
+
+def _first_difference(draft: ModelFiles, target: ModelFiles) -> str:
+    """Both vocabulary sizes and one token whose id differs (read again: a rare path)."""
+    mine = token_ids(read_json(draft.folder / "tokenizer.json"))
+    other = token_ids(read_json(target.folder / "tokenizer.json"))
+    sizes = (
+        f"{len(mine)} tokens in {draft.where('tokenizer.json')}, "
+        f"{len(other)} in {target.where('tokenizer.json')}"
+    )
+    for token in sorted(mine.keys() | other.keys(), key=lambda t: (mine.get(t, -1), t)):
+        if mine.get(token) != other.get(token):
+            ids = f"id {mine.get(token)} in the draft but {other.get(token)} in the target"
+            return f"token {token!r} is {ids} ({sizes})"
+    return sizes
+
+
+def _check_context(
+    draft: ModelFiles,
+    target: ModelFiles,
+    spec: Mapping[str, Any],
+    engine_kwargs: Mapping[str, Any],
+    where: str,
+) -> None:
+    if "hf_overrides" in engine_kwargs:
+        return
+    window = config_context(draft.config)
+    if window is None:
+        return
+    length, key = window
+    limit = spec.get("max_model_len")
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        if limit > length:
+            raise ConfigError(
+                f"{where} has a context window of {length} ({key} in {draft.where()}) but "
+                f"speculative_config max_model_len is {limit}; set it to at most {length}"
+            )
+        return  # the user caps the draft's length on purpose
+    run = engine_kwargs.get("max_model_len")
+    if isinstance(run, int) and not isinstance(run, bool) and run > 0:
+        run_length, origin = run, "max_model_len in engine_kwargs"
+    else:
+        found = config_context(target.config)
+        if found is None:
+            return
+        run_length, origin = found[0], f"the target's {found[1]} in {target.where()}"
+    if length < run_length:
+        raise ConfigError(
+            f"{where} has a context window of {length} ({key} in {draft.where()}), shorter "
+            f"than the run's max_model_len {run_length} ({origin}); give engine_kwargs "
+            f"max_model_len <= {length}, choose a draft with a longer context, or set "
+            f'"max_model_len": {length} in speculative_config to speculate only within it'
+        )
+
+
+def _check_size(draft: ModelFiles, target: ModelFiles, where: str) -> None:
+    for prefer_files in (True, False):
+        mine, theirs = draft.parameters(prefer_files), target.parameters(prefer_files)
+        if mine and theirs:
+            break
+    else:
+        return
+    if mine[0] > theirs[0]:
+        warnings.warn(
+            f"{where} ({_billions(mine[0])} parameters, {mine[1]}) is larger than the target "
+            f"{target.name!r} ({_billions(theirs[0])} parameters, {theirs[1]}); a draft must "
+            "be much cheaper than its target to gain: check that draft and target are not "
+            "swapped, or choose a smaller draft",
+            SpecDecodeWarning,
+            stacklevel=4,
+        )
+
+
+def _head_layer(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The transformer layer config of a head (speculators format nests it)."""
+    layer = config.get("transformer_layer_config")
+    return layer if isinstance(layer, dict) else config
+
+
+def recorded_base(config: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The base model a head records it was trained on, and the key it is read from."""
+    speculators = config.get("speculators_config")
+    if isinstance(speculators, dict):
+        verifier = speculators.get("verifier")
+        if isinstance(verifier, dict) and isinstance(verifier.get("name_or_path"), str):
+            return verifier["name_or_path"], "speculators_config.verifier.name_or_path"
+    for key in _BASE_MODEL_KEYS:
+        value = config.get(key)
+        if isinstance(value, str) and value:
+            return value, key
+    return None
+
+
+def _names_of(target: ModelFiles) -> set[str]:
+    """The lower-cased names a target goes by: as given, its folder name, its cached hub name
+    and the ``_name_or_path`` its config records."""
+    names = {target.name.rstrip("/").lower(), target.folder.name.lower()}
+    for part in target.folder.parts:
+        if part.startswith("models--"):
+            names.add(part[len("models--") :].replace("--", "/").lower())
+    recorded = target.config.get("_name_or_path")
+    if isinstance(recorded, str) and recorded:
+        names.add(recorded.rstrip("/").lower())
+    return names
+
+
+def _check_head(draft: ModelFiles, target: ModelFiles, method: str, where: str) -> None:
+    layer = _head_layer(draft.config)
+    expected = _int(target.text_config, "hidden_size", "n_embd", "d_model")
+    reads = _int(draft.config, "target_hidden_size") or _int(layer, "target_hidden_size")
+    key = "target_hidden_size" if reads else "hidden_size"
+    reads = reads or _int(layer, "hidden_size")
+    if expected and reads and expected != reads:
+        raise ConfigError(
+            f"{where} is a {method!r} head for hidden size {reads} ({key} in "
+            f"{draft.where()}) but the target {target.name!r} has hidden_size {expected}; the "
+            "head reads the target's hidden states: choose the head trained for this target"
+        )
+    base = recorded_base(draft.config)
+    if base is None:
+        return
+    name, key = base
+    speculators = draft.config.get("speculators_config") or {}
+    verifier = speculators.get("verifier") if isinstance(speculators, dict) else None
+    archs = verifier.get("architectures") if isinstance(verifier, dict) else None
+    target_archs = target.config.get("architectures")
+    if archs and target_archs and set(archs).isdisjoint(target_archs):
+        raise ConfigError(
+            f"{where} was trained for a {'/'.join(archs)} model ({name}) but the target "
+            f"{target.name!r} is a {'/'.join(target_archs)}: choose the head trained for "
+            "this target"
+        )
+    names = _names_of(target)
+    short = {n.rsplit("/", 1)[-1] for n in names}
+    if name.rstrip("/").lower() in names or name.rstrip("/").rsplit("/", 1)[-1].lower() in short:
+        return
+    message = (
+        f"{where} records base model {name!r} ({key} in {draft.where()}) but the target is "
+        f"{target.name!r}: choose the head trained for this target"
+    )
+    if not looks_local(target.name):
+        raise ConfigError(message)
+    warnings.warn(  # a local folder may be the same model under another name
+        f"{message}, or ignore this if {target.name!r} holds {name!r}",
+        SpecDecodeWarning,
+        stacklevel=4,
+    )

@@ -1,0 +1,342 @@
+"""A draft or head is checked against its target from the model files, before any engine
+starts: tokenizers, context window, size, EAGLE/MTP head fit; hub names from the HF cache."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.engines import compat
+from pytest_specdecode.engines.config import EngineConfig, engine_pair
+from pytest_specdecode.errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
+from pytest_specdecode.tiny import WEIGHTS_DIR
+
+SOURCE = "t.py::test_a: speculative_config (from marker)"
+
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 2048,
+    "vocab_size": 8,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+}
+VOCAB = {"<s>": 0, "</s>": 1, "<unk>": 2, "a": 3, "b": 4, "c": 5, "ab": 6, "bc": 7}
+
+
+def tokenizer_json(vocab: dict[str, int]) -> dict[str, Any]:
+    specials = [{"id": vocab[t], "content": t, "special": True} for t in ("<s>", "</s>", "<unk>")]
+    return {"added_tokens": specials, "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+
+
+def model(
+    root: Path,
+    name: str,
+    vocab: dict[str, int] | None = None,
+    tokens: dict[str, str] | None = None,
+    **config: Any,
+) -> str:
+    """A fake model folder: config.json (LLAMA updated by ``config``; None values removed),
+    tokenizer.json and tokenizer_config.json."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    data = {k: v for k, v in {**LLAMA, **config}.items() if v is not None}
+    (folder / "config.json").write_text(json.dumps(data))
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(vocab or VOCAB)))
+    special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", **(tokens or {})}
+    (folder / "tokenizer_config.json").write_text(json.dumps(special))
+    return str(folder)
+
+
+def check(
+    target: str, draft: str, engine_kwargs: dict[str, Any] | None = None, **spec: Any
+) -> None:
+    method = spec.pop("method", "draft_model")
+    config = {"method": method, "model": draft, "num_speculative_tokens": 2, **spec}
+    EngineConfig.create(target, config, engine_kwargs or {}).check_speculative_config(SOURCE)
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """An empty HF cache of our own; warnings once per model start afresh."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    compat._warned.clear()
+    yield
+    compat._warned.clear()
+
+
+# -- the tiny pair ----------------------------------------------------------------------------
+
+
+def test_tiny_pair_passes_quickly() -> None:
+    compat._vocabulary_at.cache_clear()
+    compat._json_at.cache_clear()
+    target, draft = str(WEIGHTS_DIR / "target"), str(WEIGHTS_DIR / "draft")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        start = time.perf_counter()
+        check(target, draft, {"max_model_len": 512})
+        check(target, draft)  # the target's own context: equal to the draft's
+        elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, elapsed  # generous: the check reads a few small JSON files
+    assert compat._vocabulary_at.cache_info().misses == 2  # each tokenizer.json read once
+
+
+def test_large_vocabulary_is_read_once(tmp_path: Path) -> None:
+    """A 150k-token tokenizer (the size of real ones) is hashed once per file and cached."""
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2} | {f"tok{i}": i for i in range(3, 150_000)}
+    target = model(tmp_path, "target", vocab, vocab_size=150_000)
+    draft = model(tmp_path, "draft", vocab, vocab_size=150_000, num_hidden_layers=1)
+    compat._vocabulary_at.cache_clear()
+    start = time.perf_counter()
+    check(target, draft)
+    assert time.perf_counter() - start < 2.0  # "within a second or two", with a wide margin
+    check(target, draft)
+    info = compat._vocabulary_at.cache_info()
+    assert (info.misses, info.hits) == (2, 2)
+
+
+# -- tokenizers -------------------------------------------------------------------------------
+
+
+def test_vocabulary_size_differs(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", vocab_size=16)
+    with pytest.raises(ConfigError) as info:
+        check(target, draft)
+    message = str(info.value)
+    assert message.startswith(f"{SOURCE}: the draft {draft!r} has vocab_size 16 but the target")
+    assert f"{target!r} has 8" in message
+    assert "use_heterogeneous_vocab" in message  # the fix
+
+
+def test_heterogeneous_vocabulary_is_not_refused(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", {**VOCAB, "a": 4, "b": 3}, vocab_size=16, num_hidden_layers=1)
+    check(target, draft, use_heterogeneous_vocab=True)
+
+
+def test_token_to_id_mapping_differs(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", {**VOCAB, "a": 4, "b": 3})
+    with pytest.raises(ConfigError) as info:
+        check(target, draft)
+    message = str(info.value)
+    assert f"the draft {draft!r} has another tokenizer than the target {target!r}" in message
+    assert "token 'b' is id 3 in the draft but 4 in the target" in message
+    assert "choose a draft trained with the target's tokenizer" in message
+
+
+def test_target_tokenizer_from_engine_kwargs(tmp_path: Path) -> None:
+    """The target engine's tokenizer is the one engine_kwargs name, when they do."""
+    target = model(tmp_path, "target", {**VOCAB, "a": 4, "b": 3})
+    tokenizer = model(tmp_path, "tokenizer")
+    draft = model(tmp_path, "draft")
+    check(target, draft, {"tokenizer": tokenizer})
+    with pytest.raises(ConfigError, match="token 'a' is id 3 in the draft but 4"):
+        check(target, draft)
+
+
+def test_special_token_bos_differs(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", bos_token_id=5)
+    with pytest.raises(ConfigError) as info:
+        check(target, draft)
+    assert "bos_token_id 5 (config.json) but the target has 0 (config.json)" in str(info.value)
+    other = model(tmp_path, "other", tokens={"unk_token": "c"})
+    with pytest.raises(ConfigError, match="unk_token 'c' .*but the target has '<unk>'"):
+        check(target, other)
+
+
+def test_special_token_eos_differs_is_a_warning(tmp_path: Path) -> None:
+    """A base model and its instruct variant differ in eos only: warned, not refused."""
+    target = model(tmp_path, "target", tokens={"eos_token": "ab"}, eos_token_id=[1, 6])
+    draft = model(tmp_path, "draft")
+    with pytest.warns(SpecDecodeWarning) as record:
+        check(target, draft)
+    message = str(record[0].message)
+    assert "eos_token '</s>' (tokenizer_config.json) but the target has 'ab'" in message
+    assert "eos_token_id 1 (config.json) but the target has [1, 6]" in message
+
+
+# -- context window ---------------------------------------------------------------------------
+
+
+def test_draft_context_shorter_than_max_model_len(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", max_position_embeddings=512)
+    with pytest.raises(ConfigError) as info:
+        check(target, draft, {"max_model_len": 1024})
+    message = str(info.value)
+    assert f"the draft {draft!r} has a context window of 512 (max_position_embeddings" in message
+    assert "max_model_len 1024 (max_model_len in engine_kwargs)" in message
+    assert "give engine_kwargs max_model_len <= 512" in message
+    check(target, draft, {"max_model_len": 512})
+
+
+def test_draft_context_shorter_than_target(tmp_path: Path) -> None:
+    target = model(tmp_path, "target", max_position_embeddings=4096)
+    draft = model(tmp_path, "draft", max_position_embeddings=2048, n_positions=1024)
+    with pytest.raises(ConfigError, match="context window of 1024 .*max_model_len 4096 \\(the "):
+        check(target, draft)
+
+
+def test_speculative_max_model_len_caps_the_draft(tmp_path: Path) -> None:
+    target = model(tmp_path, "target", max_position_embeddings=4096)
+    draft = model(tmp_path, "draft", max_position_embeddings=1024)
+    check(target, draft, max_model_len=1024)
+    with pytest.raises(ConfigError, match="speculative_config max_model_len is 2048; set it to"):
+        check(target, draft, max_model_len=2048)
+
+
+# -- size -------------------------------------------------------------------------------------
+
+
+def test_draft_larger_than_target_is_a_warning(tmp_path: Path) -> None:
+    target = model(tmp_path, "target", num_hidden_layers=1)
+    draft = model(tmp_path, "draft", num_hidden_layers=4)
+    with pytest.warns(SpecDecodeWarning) as record:
+        check(target, draft)
+    message = str(record[0].message)
+    assert f"the draft {draft!r} (164.9k parameters, estimated from its config.json)" in message
+    assert f"is larger than the target {target!r} (42.0k parameters" in message
+
+
+def safetensors(folder: str, shapes: dict[str, list[int]]) -> None:
+    header = json.dumps({"__metadata__": {}} | {
+        name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}
+        for name, shape in shapes.items()
+    }).encode()  # fmt: skip
+    (Path(folder) / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+
+
+def test_size_from_safetensors_headers(tmp_path: Path) -> None:
+    """The headers' shapes count when both have them (config.json says otherwise here)."""
+    target = model(tmp_path, "target", num_hidden_layers=8)
+    draft = model(tmp_path, "draft", num_hidden_layers=1)
+    safetensors(target, {"a": [1000, 1000]})
+    safetensors(draft, {"a": [1000, 1000], "b": [2000, 1000]})
+    with pytest.warns(SpecDecodeWarning, match=r"\(3.0M parameters, its \*.safetensors headers"):
+        check(target, draft)
+
+
+# -- EAGLE / MTP heads ------------------------------------------------------------------------
+
+
+def test_eagle_head_hidden_size_differs(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    head = model(tmp_path, "head", hidden_size=32, num_hidden_layers=1)
+    with pytest.raises(ConfigError) as info:
+        check(target, head, method="eagle")
+    message = str(info.value)
+    assert f"the draft {head!r} is a 'eagle' head for hidden size 32 (hidden_size in" in message
+    assert f"the target {target!r} has hidden_size 64" in message
+    fits = model(tmp_path, "eagle3", hidden_size=32, target_hidden_size=64)
+    check(target, fits, method="eagle3")
+    with pytest.raises(ConfigError, match="'mtp' head for hidden size 32"):
+        check(target, head, method="mtp")
+
+
+def speculators_head(root: Path, name: str, verifier: str, arch: str = "LlamaForCausalLM") -> str:
+    folder = root / name
+    folder.mkdir(parents=True)
+    config = {
+        "speculators_model_type": "eagle3",
+        "transformer_layer_config": {**LLAMA, "num_hidden_layers": 1},
+        "speculators_config": {"verifier": {"name_or_path": verifier, "architectures": [arch]}},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def cache_model(name: str, files: dict[str, Any], root: Path) -> Path:
+    """``name`` as huggingface_hub caches it under ``root``: refs/main and a snapshot."""
+    repo = root / f"models--{name.replace('/', '--')}"
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    for file, data in files.items():
+        (snapshot / file).write_text(json.dumps(data))
+    return snapshot
+
+
+def test_head_base_model_differs(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    cache_model("org/target", {"config.json": LLAMA}, hub)
+    head = speculators_head(tmp_path, "head", "org/other-model")
+    with pytest.raises(ConfigError) as info:
+        check("org/target", head, method="eagle3")
+    message = str(info.value)
+    assert "records base model 'org/other-model' (speculators_config.verifier" in message
+    assert "but the target is 'org/target': choose the head trained for this target" in message
+    check("org/target", speculators_head(tmp_path, "good", "org/target"), method="eagle3")
+    # a local target may be the recorded model under another name: a warning
+    target = model(tmp_path, "my-target")
+    with pytest.warns(SpecDecodeWarning, match="records base model 'org/other-model'"):
+        check(target, head, method="eagle3")
+    # the folder's name is the recorded model's name: no warning
+    named = speculators_head(tmp_path, "named", "someone/target")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check(model(tmp_path, "target"), named, method="eagle3")
+
+
+def test_head_for_another_architecture(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    head = speculators_head(tmp_path, "head", "org/target", arch="Qwen3ForCausalLM")
+    with pytest.raises(ConfigError, match="trained for a Qwen3ForCausalLM model .* is a Llama"):
+        check(target, head, method="eagle3")
+
+
+# -- hub names --------------------------------------------------------------------------------
+
+
+def test_hub_names_checked_from_the_cache(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    cache_model("org/target", {"config.json": LLAMA}, hub)
+    cache_model("org/draft", {"config.json": {**LLAMA, "vocab_size": 16}}, hub)
+    with pytest.raises(ConfigError, match="the draft 'org/draft' has vocab_size 16 but"):
+        check("org/target", "org/draft")
+
+
+def test_hub_cache_from_hf_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert compat.hub_cache() == tmp_path / "home" / "hub"
+    snapshot = cache_model("org/m", {"config.json": LLAMA}, tmp_path / "home" / "hub")
+    assert compat.locate("org/m") == snapshot
+    assert compat.locate("org/m", "abc123") == snapshot
+    assert compat.locate("org/m", "v2") is None  # another revision is not cached
+
+
+def test_uncached_hub_names_are_unchecked(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    with pytest.warns(UncheckedCompatibilityWarning) as record:
+        check(target, "org/draft")
+        check(target, "org/draft")  # said once
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert message.startswith(f"{SOURCE}: the draft 'org/draft' is not in the Hugging Face")
+    assert "download it first (`hf download org/draft`)" in message
+
+
+def test_refused_through_engine_pair(tmp_path: Path) -> None:
+    """Bench and the marker build engines through engine_pair: the check runs there."""
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", vocab_size=16)
+    spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 2}
+    with pytest.raises(ConfigError, match="^Bench: speculative_config: the draft .* vocab_size"):
+        engine_pair(target, spec, {}, served=False, where=lambda n: f"Bench: {n}", hint="")
