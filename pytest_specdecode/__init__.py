@@ -28,6 +28,7 @@ from .measure.assertions import (
     assert_speedup,
 )
 from .measure.bench import Bench
+from .measure.choice import Candidate, Ranking
 from .measure.equivalence import DistributionCheck
 from .measure.result import EngineFigures, Result
 from .measure.sweep import Sweep
@@ -36,6 +37,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Bench",
+    "Candidate",
     "ConfigError",
     "Counters",
     "DistributionCheck",
@@ -52,6 +54,7 @@ __all__ = [
     "GateError",
     "InconclusiveError",
     "NoSpeculationError",
+    "Ranking",
     "RequestFigures",
     "Result",
     "Round",

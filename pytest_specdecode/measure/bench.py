@@ -20,6 +20,7 @@ from ..engines.config import EngineConfig, engine_pair
 from ..engines.protocol import EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings
+from .choice import Ranking, candidate_configs
 from .cost import draft_tpot
 from .equivalence import (
     DEFAULT_ALPHA,
@@ -121,7 +122,8 @@ _shared = _Shared()
 
 
 class Bench:
-    """Measure speculative decoding on one target: ``run``, ``sweep``, ``sample_equivalence``.
+    """Measure speculative decoding on one target: ``run``, ``sweep``, ``choose_draft``,
+    ``sample_equivalence``.
 
     Nothing starts until the first call. Settings take the plugin options' names
     (:data:`BENCH_SETTINGS`: ``trials``, ``max_engines``, ``timeout``, ``cost_ratio``,
@@ -442,6 +444,40 @@ class Bench:
                 )  # fmt: skip
                 sweep.add(k, c, result)
         return sweep
+
+    def choose_draft(
+        self,
+        prompts: Sequence[Any],
+        candidates: Mapping[str, Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        **run_kwargs: Any,
+    ) -> Ranking:
+        """Measure each candidate ``speculative_config`` (name -> config: draft models,
+        n-gram, EAGLE heads, ...) against the one shared baseline engine and rank them.
+
+        Every candidate is checked before any engine starts; each then runs like
+        :meth:`run` (same prompts and keywords) under the label of its name, so its result's
+        key is ``name[candidate]``. The :class:`~pytest_specdecode.measure.choice.Ranking`
+        orders them by speedup, marks those whose 95% interval overlaps the fastest one's as
+        tied, and names the best one worth it (``.best``, None when none is).
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, "choose_draft")
+        if "label" in run_kwargs:
+            raise ConfigError(
+                "choose_draft(label=...): each candidate's result is labelled with its name; "
+                "rename the candidates instead"
+            )
+        configs = candidate_configs(candidates, self.speculative, served=self.served)
+        taken = {r.label for r in self.results}
+        for name in configs:
+            self._claim_label(name, taken)  # refused before any engine starts
+        results = {
+            name: self._run(config, prompts, max_tokens=max_tokens, label=name, **run_kwargs)
+            for name, config in configs.items()
+        }
+        return Ranking.of(self.name, results)
 
     def sample_equivalence(
         self,

@@ -8,7 +8,7 @@ builds one per test from the marker and the session, and hands every result to t
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from ..engines.config import EngineConfig
 from ..engines.protocol import EngineBackend
 from ..errors import ConfigError
 from ..measure.bench import BENCH_SETTINGS, Bench
+from ..measure.choice import Ranking
 from ..measure.equivalence import DistributionCheck
 from ..measure.result import Result
 from ..measure.sweep import Sweep
@@ -33,7 +34,8 @@ VLLM_MISSING = (
 
 class SpecDecode:
     """The ``specdecode`` fixture: a :class:`Bench` on the test's engines whose results the
-    session collects. ``run``, ``sweep`` and ``sample_equivalence`` are the Bench's."""
+    session collects. ``run``, ``sweep``, ``choose_draft`` and ``sample_equivalence`` are the
+    Bench's."""
 
     def __init__(
         self, session: SpecDecodeSession, spec: TestSpec, node: pytest.Item | None = None
@@ -78,6 +80,16 @@ class SpecDecode:
         sweep = self.bench.sweep(prompts, **kwargs)
         self._session.sweeps.append(sweep)
         return sweep
+
+    def choose_draft(
+        self, prompts: Sequence[Any], candidates: Mapping[str, Mapping[str, Any]], **kwargs: Any
+    ) -> Ranking:
+        """:meth:`Bench.choose_draft <pytest_specdecode.measure.bench.Bench.choose_draft>`;
+        the summary and the report show the ranking."""
+        __tracebackhide__ = True
+        ranking = self.bench.choose_draft(prompts, candidates, **kwargs)
+        self._session.rankings.append(ranking)
+        return ranking
 
     def sample_equivalence(self, prompts: Sequence[Any], **kwargs: Any) -> DistributionCheck:
         """:meth:`Bench.sample_equivalence

@@ -280,6 +280,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(render(state.result_dicts(with_outputs=False)))
     for sweep in state.sweeps:
         terminalreporter.write_line(f"sweep {sweep.summary()}")
+    for ranking in state.rankings:
+        terminalreporter.write_line(f"choose_draft {ranking.summary()}")
     terminalreporter.write_line(
         f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
         "per paired round (geometric mean); accept rate = accepted / draft tokens"

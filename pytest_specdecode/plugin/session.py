@@ -45,6 +45,8 @@ class SpecDecodeSession:
     remote_results: list[dict[str, Any]] = field(default_factory=list)
     #: sweeps made with ``specdecode.sweep``
     sweeps: list[Any] = field(default_factory=list)
+    #: draft rankings made with ``specdecode.choose_draft``
+    rankings: list[Any] = field(default_factory=list)
     #: distribution checks made with ``specdecode.sample_equivalence``
     distribution_checks: list[Any] = field(default_factory=list)
     #: how each test judged its results, by result key (node id, label)
@@ -235,6 +237,8 @@ class SpecDecodeSession:
         data = report.build(self.result_dicts(), self.environment(), session)
         if self.sweeps:
             data["sweeps"] = [s.to_dict() for s in self.sweeps]
+        if self.rankings:
+            data["rankings"] = [r.to_dict() for r in self.rankings]
         if self.distribution_checks:
             data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
         return data

@@ -1,0 +1,194 @@
+"""Choosing a proposer: candidates checked before any engine starts, then ranked.
+
+``Bench.choose_draft`` measures each candidate ``speculative_config`` against the one shared
+baseline engine and returns a :class:`Ranking`: the candidates by speedup (highest first),
+those whose 95% interval overlaps the fastest one's marked as tied, and the best one worth it
+(or none, and why).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..engines.config import EngineConfig
+from ..errors import ConfigError
+from .result import Result, _finite
+from .verdict import WORTH
+
+CANDIDATES_EXAMPLE = (
+    'e.g. {"ngram": {"method": "ngram", "num_speculative_tokens": 4}, '
+    '"small": {"method": "draft_model", "model": "/models/draft", "num_speculative_tokens": 4}}'
+)
+
+
+def candidate_configs(
+    candidates: Any, target: EngineConfig, *, served: bool
+) -> dict[str, EngineConfig]:
+    """Each candidate's speculative engine on ``target``'s model and engine arguments, every
+    one validated like a Bench's own configuration (shape, the installed vLLM's fields, model
+    folders, draft/target compatibility) before any engine starts; errors name the candidate."""
+    if served:
+        raise ConfigError(
+            "choose_draft: the engines are two running servers, whose speculative "
+            "configuration is the server's; compare candidates on local engines (no "
+            "baseline_url/speculative_url), or measure each server with run()"
+        )
+    if not isinstance(candidates, Mapping) or not candidates:
+        raise ConfigError(
+            "choose_draft(candidates=...): expected a non-empty dict from a name to a "
+            f"speculative_config, got {candidates!r:.80}; {CANDIDATES_EXAMPLE}"
+        )
+    configs: dict[str, EngineConfig] = {}
+    for name, spec in candidates.items():
+        where = f"choose_draft(candidates[{name!r}])"
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where}: a candidate's name must be a non-empty string")
+        if not isinstance(spec, Mapping) or not spec:
+            raise ConfigError(
+                f"{where}: expected a speculative_config dict, got {spec!r:.80}; "
+                f"{CANDIDATES_EXAMPLE}"
+            )
+        config = EngineConfig.create(target.target, dict(spec), target.engine_kwargs)
+        config.check_speculative_config(where)
+        configs[name] = config
+    return configs
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate's place in a :class:`Ranking`: its name, its result, and whether its
+    speedup's 95% interval overlaps the fastest candidate's (``tied``)."""
+
+    name: str
+    result: Result
+    tied: bool = False
+
+    @property
+    def speedup(self) -> float:
+        return self.result.speedup
+
+    @property
+    def speedup_ci(self) -> tuple[float, float]:
+        return self.result.speedup_ci
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "name": self.name,
+            "label": r.label,
+            "method": r.method,
+            "draft": r.draft,
+            "num_speculative_tokens": r.num_speculative_tokens,
+            "speedup": r.speedup,
+            "speedup_ci": list(r.speedup_ci),
+            "acceptance_rate": r.acceptance_rate,
+            "mean_acceptance_length": r.mean_acceptance_length,
+            "alpha": r.alpha,
+            "cost_ratio": r.cost_ratio,
+            "extra_memory_gib": r.extra_memory_gib,
+            "verdict": r.verdict,
+            "verdict_reasons": list(r.verdict_reasons),
+            "tied": self.tied,
+        }
+
+
+def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two intervals share a point (an unknown bound overlaps nothing)."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def _order(item: tuple[str, Result]) -> tuple[bool, float]:
+    speedup = item[1].speedup
+    return (not math.isfinite(speedup), -speedup if math.isfinite(speedup) else 0.0)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Results of ``choose_draft``: one :class:`Candidate` per candidate, highest speedup
+    first. ``tied`` names the candidates whose 95% interval overlaps the fastest one's;
+    ``best`` is the fastest candidate whose verdict is "worth it", or None (``reason`` says
+    why)."""
+
+    nodeid: str
+    candidates: tuple[Candidate, ...]
+
+    @classmethod
+    def of(cls, nodeid: str, results: Mapping[str, Result]) -> Ranking:
+        """Rank ``results`` (candidate name -> result) by speedup."""
+        ordered = sorted(results.items(), key=_order)
+        if not ordered:
+            return cls(nodeid, ())
+        top = ordered[0][1].speedup_ci
+        ranked = [Candidate(ordered[0][0], ordered[0][1])] + [
+            Candidate(name, r, tied=_overlaps(top, r.speedup_ci)) for name, r in ordered[1:]
+        ]
+        return cls(nodeid, tuple(ranked))
+
+    def __getitem__(self, name: str) -> Candidate:
+        for candidate in self.candidates:
+            if candidate.name == name:
+                return candidate
+        known = ", ".join(c.name for c in self.candidates)
+        raise KeyError(f"no candidate {name!r} in this ranking; candidates: {known}")
+
+    @property
+    def names(self) -> list[str]:
+        """Candidate names, highest speedup first."""
+        return [c.name for c in self.candidates]
+
+    @property
+    def tied(self) -> list[str]:
+        """Candidates whose speedup's 95% interval overlaps the fastest one's."""
+        return [c.name for c in self.candidates if c.tied]
+
+    @property
+    def best(self) -> str | None:
+        """The fastest candidate whose verdict is "worth it"; None when none is."""
+        return next((c.name for c in self.candidates if c.verdict == WORTH), None)
+
+    @property
+    def reason(self) -> str:
+        """Why ``best`` is what it is, in words."""
+        if not self.candidates:
+            return "no candidates were measured"
+        top, best = self.candidates[0], self.best
+        if best is None:
+            return f"none is worth it: the fastest, {_figure(top)}, is {top.verdict}"
+        if best == top.name:
+            ties = f"; tied within the 95% interval: {', '.join(self.tied)}" if self.tied else ""
+            return f"{_figure(top)} is the fastest and worth it{ties}"
+        return (
+            f"{_figure(self[best])} is the fastest worth it; {_figure(top)} is faster but "
+            f"{top.verdict}"
+        )
+
+    def summary(self) -> str:
+        """One line: the candidates in order, ties marked, and the choice."""
+        ranked = ", ".join(_figure(c) + (" (tied)" if c.tied else "") for c in self.candidates)
+        choice = f"best: {self.best}" if self.best is not None else self.reason
+        return f"{self.nodeid}: draft ranking: {ranked}; {choice}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values (non-finite numbers as null)."""
+        data: dict[str, Any] = _finite(
+            {
+                "nodeid": self.nodeid,
+                "candidates": [c.to_dict() for c in self.candidates],
+                "best": self.best,
+                "tied": self.tied,
+                "reason": self.reason,
+            }
+        )
+        return data
+
+
+def _figure(candidate: Candidate) -> str:
+    low, high = candidate.speedup_ci
+    return f"{candidate.name} {candidate.speedup:.2f}x ({low:.2f}-{high:.2f}x)"
