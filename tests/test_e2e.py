@@ -79,6 +79,15 @@ def test_engine_fixtures(baseline_engine, speculative_engine):
 @pytest.mark.specdecode("creative", speculative_config=OTHER)
 def test_unrelated_draft_fails_acceptance(specdecode):
     assert_acceptance_rate(specdecode.run(PROMPTS, max_tokens=64), min=0.5)
+
+
+@pytest.mark.specdecode("choice", speculative_config=OTHER)
+def test_choose_draft(specdecode):
+    ranking = specdecode.choose_draft(
+        PROMPTS, {{"other": OTHER, "draft": DRAFT}}, max_tokens=64, trials=2
+    )
+    assert ranking.names == ["draft", "other"], ranking.summary()
+    assert ranking.best == "draft" and ranking["draft"].result.acceptance_rate > 0.9
 """
 
 
@@ -138,7 +147,7 @@ def suite_run(
 def test_outcomes_and_failure_messages(suite_run: Any) -> None:
     code, output, _, _ = suite_run
     assert code == 1, output
-    assert "3 failed, 3 passed" in output, output
+    assert "3 failed, 4 passed" in output, output
     assert "speedup" in output and "is below the minimum 25.00x" in output
     assert "95% CI" in output
     assert "mean acceptance length 5.00 is below the minimum 5.50" in output
@@ -157,21 +166,25 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
         "test_marker_gates_pass",
         "test_marker_gate_fails",
         "test_unrelated_draft_fails_acceptance",
+        "test_choose_draft",
+        "test_choose_draft",
     ]
     assert rows[0].rstrip().endswith("pass") and rows[1].rstrip().endswith("FAIL")
 
 
 def test_engines_are_reused(suite_run: Any) -> None:
-    """Five tests on two speculative configs: baseline, draft and other-draft start once each."""
+    """Six tests on two speculative configs: baseline, draft and other-draft start once each,
+    and choosing between the two drafts (two resident engines) starts the draft once more."""
     _, output, report, _ = suite_run
-    assert report["session"]["engine_starts"] == 3, output
-    assert "3 engine start(s)" in output
+    assert report["session"]["engine_starts"] == 4, output
+    assert "4 engine start(s)" in output
+    assert "choose_draft " in output and report["rankings"][0]["best"] == "draft"
 
 
 def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     _, _, report, _ = suite_run
     results = report["results"]
-    assert len(results) == 5
+    assert len(results) == 7
     first = results[0]
     assert first["nodeid"] == "test_suite.py::test_gates_pass"
     assert first["category"] == "structured" and first["method"] == "draft_model"
@@ -183,8 +196,8 @@ def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     assert first["match_rate"] >= 0.75
     assert len(first["baseline"]["token_ids"]) == 4
     assert first["baseline"]["tpot"] > 0 and first["speculative"]["ttft"] > 0
-    assert results[-1]["acceptance_rate"] < 0.5 and results[-1]["passed"] is False
-    assert results[-1]["category"] == "creative"
+    assert results[4]["acceptance_rate"] < 0.5 and results[4]["passed"] is False
+    assert results[4]["category"] == "creative"
     env = report["environment"]
     assert env["vllm"] and env["torch"].endswith("+cpu")
     assert env["device"]["kind"] == "cpu"
