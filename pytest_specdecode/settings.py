@@ -331,6 +331,16 @@ class GlobalSettings:
         return self.sources.get(name, "default")
 
 
+def check_served_pair(settings: GlobalSettings, baseline: str, speculative: str) -> None:
+    """The two server URLs go together: both (two running servers) or neither; ``baseline``
+    and ``speculative`` are how the caller names them in the error."""
+    if (settings.get("baseline_url") is None) != (settings.get("speculative_url") is None):
+        raise ConfigError(
+            f"{baseline} and {speculative} go together: give both (two running vLLM servers on "
+            "the same target) or neither"
+        )
+
+
 def load_global(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> GlobalSettings:
     """Read every setting from the command line, else ini, else its default."""
     result = GlobalSettings()

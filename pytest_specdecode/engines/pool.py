@@ -108,12 +108,6 @@ class EnginePool:
         self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
         return engine
 
-    def release(self, config: EngineConfig) -> None:
-        """Shut down (or reap) the engine for ``config`` if the pool has one."""
-        engine = self._engines.pop(config.key, None)
-        if engine is not None:
-            engine.close()
-
     def close(self) -> None:
         """Shut every engine down; none survives this call, even one interrupted mid-start.
 

@@ -19,7 +19,7 @@ from typing import Any
 from ..engines.config import EngineConfig, engine_pair
 from ..engines.protocol import EngineBackend, EngineSource
 from ..errors import ConfigError
-from ..settings import BY_NAME, GlobalSettings
+from ..settings import BY_NAME, GlobalSettings, check_served_pair
 from .choice import Ranking, candidate_configs
 from .cost import draft_tpot
 from .equivalence import (
@@ -66,11 +66,7 @@ def bench_settings(values: Mapping[str, Any], call: str = "Bench") -> GlobalSett
             continue
         settings.values[name] = BY_NAME[name].parse(value, f"{call}({name}=...)")
         settings.sources[name] = f"{call}({name}=...)"
-    if (settings.get("baseline_url") is None) != (settings.get("speculative_url") is None):
-        raise ConfigError(
-            f"{call}: baseline_url and speculative_url go together: give both (two running vLLM "
-            "servers on the same target) or neither"
-        )
+    check_served_pair(settings, f"{call}: baseline_url", "speculative_url")
     return settings
 
 

@@ -1,4 +1,5 @@
-"""Paired rounds: warm-up, then baseline and speculative rounds in counterbalanced order."""
+"""Paired rounds: warm-up, then baseline and speculative rounds, alternating (A B A B) when
+both engines are resident."""
 
 from __future__ import annotations
 
@@ -32,11 +33,16 @@ class PairedRounds:
     @property
     def ratios(self) -> list[float]:
         """Baseline time / speculative time, per paired round."""
-        return [b.elapsed / s.elapsed for b, s in zip(self.baseline, self.speculative, strict=True)]
+        return ratios(self.baseline, self.speculative)
 
     @property
     def other_requests(self) -> int:
         return sum(r.other_requests for r in self.baseline + self.speculative)
+
+
+def ratios(baseline: Sequence[Round], speculative: Sequence[Round]) -> list[float]:
+    """Baseline time / speculative time of each paired round."""
+    return [b.elapsed / s.elapsed for b, s in zip(baseline, speculative, strict=True)]
 
 
 def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
@@ -106,9 +112,9 @@ def run_paired(
             f"round {i + 1}/{trials}: baseline {rec.base[-1].elapsed:.2f} s, "
             f"speculative {rec.spec_rounds[-1].elapsed:.2f} s"
         )
-        ratios = [b.elapsed / s.elapsed for b, s in zip(rec.base, rec.spec_rounds, strict=True)]
-        if stop is not None and len(ratios) >= MIN_ADAPTIVE_TRIALS and stop(ratios):
-            progress(f"decided after {len(ratios)} rounds")
+        so_far = ratios(rec.base, rec.spec_rounds)
+        if stop is not None and len(so_far) >= MIN_ADAPTIVE_TRIALS and stop(so_far):
+            progress(f"decided after {len(so_far)} rounds")
             break
     return _paired(rec, base, spec, "interleaved", memory)
 

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..engines.protocol import Counters
-
 #: Report-entry fields that are not the result's: how the test judged it, and where it ran.
 OUTCOME_FIELDS = ("passed", "gate_failures", "worker")
 
@@ -46,10 +44,6 @@ class Divergence:
     token_index: int
     baseline_token: int | None
     speculative_token: int | None
-
-
-#: The counters' old name (kept for code written against it).
-SpecCounters = Counters
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ..baselines.environment import collect
 from ..engines.protocol import EngineSource
 from ..errors import ConfigError, GateError
 from ..measure.result import Outcome, Result, entry
-from ..settings import BY_NAME, GlobalSettings
+from ..settings import BY_NAME, GlobalSettings, check_served_pair
 from .marker import TestSpec
 
 
@@ -63,13 +63,9 @@ class SpecDecodeSession:
     _pool: EngineSource | None = None
 
     def __post_init__(self) -> None:
-        if (self.settings.get("baseline_url") is None) != (
-            self.settings.get("speculative_url") is None
-        ):
-            raise ConfigError(
-                "--specdecode-baseline-url and --specdecode-speculative-url go together: give "
-                "both (two running vLLM servers on the same target) or neither"
-            )
+        check_served_pair(
+            self.settings, "--specdecode-baseline-url", "--specdecode-speculative-url"
+        )
         self.tolerances = parse_tolerances(
             self.settings.get("compare_fail"), self.settings.source("compare_fail")
         )
