@@ -65,6 +65,20 @@ def _trials(value: Any, source: str) -> int | str:
     return number
 
 
+#: Fewest stored rounds per result the regression rule accepts in a baseline.
+MIN_BASELINE_ROUNDS = 20
+
+
+def _baseline_trials(value: Any, source: str) -> int:
+    number = _positive_int(value, source)
+    if number < MIN_BASELINE_ROUNDS:
+        raise ConfigError(
+            f"{source}: a baseline needs at least {MIN_BASELINE_ROUNDS} rounds for the "
+            f"regression rule, got {value!r}"
+        )
+    return number
+
+
 def _positive_float(value: Any, source: str) -> float:
     try:
         if isinstance(value, bool):
@@ -195,6 +209,14 @@ SETTINGS: tuple[Setting, ...] = (
         "most paired rounds per run() with --specdecode-trials auto (default 20)",
         _trials,
         default=20,
+    ),
+    Setting(
+        "baseline_trials",
+        "paired rounds per run() when saving a run that will serve as a baseline "
+        "(--specdecode-save, --specdecode-update-baseline; default 30, at least 20: the "
+        "regression rule pools the baseline's rounds)",
+        _baseline_trials,
+        default=30,
     ),
     Setting(
         "precision",

@@ -55,7 +55,8 @@ class FakeEngine(PlainCalls):
         source.rounds += self.config.speculative_json is not None
         tpot = 0.0001 if self.draft else 0.001
         request = RequestFigures((1, 2, 3, 4), "abcd", 0.01, tpot)
-        elapsed = math.exp(source.rng.gauss(0, source.noise))
+        elapsed = math.exp(source.rng.gauss(0, source.noise) + source.drift * source.slots)
+        source.slots += 1
         if self.config.speculative_json is not None:
             k = self.config.num_speculative_tokens
             speedup = source.speedup
@@ -87,6 +88,8 @@ class FakeSource:
         self.speedup = 2.0
         self.acceptance = 0.8
         self.noise = 0.02  # sd of a round's log time
+        self.drift = 0.0  # added to a round's log time per round generated before it
+        self.slots = 0  # rounds generated so far (any engine)
         self.speedup_fn: Any = None  # (k, concurrency) -> speedup, for sweeps
         self.rng = random.Random(0)
         self.rounds = 0  # speculative rounds generated, over all runs

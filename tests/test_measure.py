@@ -98,8 +98,8 @@ def test_validate_prompts(prompts: object, match: str) -> None:
 def test_adaptive_stop_rule() -> None:
     from pytest_specdecode.measure.paired import adaptive_stop
 
-    decisive = adaptive_stop([1.5], precision=0.03)
+    decisive = adaptive_stop([1.5], precision=0.03, max_rounds=20)
     assert decisive([2.0, 2.02, 1.98])  # interval far above 1.5
     assert not decisive([1.2, 1.9, 1.5])  # interval contains 1.5
-    precise = adaptive_stop([], precision=0.03)
-    assert precise([2.0, 2.01, 1.99]) and not precise([1.5, 2.5, 2.0])
+    precise = adaptive_stop([], precision=0.03, max_rounds=20)
+    assert precise([2.0, 2.005, 1.995]) and not precise([1.5, 2.5, 2.0])

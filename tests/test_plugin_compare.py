@@ -51,11 +51,40 @@ def test_same_configuration_passes_against_its_saved_run(
         "test_suite.py::test_a",
         "test_suite.py::test_b",
     ]
-    assert len(saved["results"][0]["samples"]["acceptance_rate"]) == 5
-    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    # a saving run takes --specdecode-baseline-trials rounds (default 30)
+    assert len(saved["results"][0]["samples"]["acceptance_rate"]) == 30
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-report", "new.json"
+    )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*comparison with the baseline*"])
     assert "REGRESSED" not in result.stdout.str()
+    # the regression rule decides when the compared run stops: an unchanged, calm run at once
+    new = json.loads((pytester.path / "new.json").read_text())["results"]
+    assert [r["trials"] for r in new] == [3, 3]
+
+
+def test_a_baseline_with_too_few_rounds_is_refused(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "base.json").assert_outcomes(passed=2)
+    data = json.loads((pytester.path / "base.json").read_text())
+    data["results"][1]["ratios"] = data["results"][1]["ratios"][:5]
+    (pytester.path / "base.json").write_text(json.dumps(data))
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*--specdecode-compare base.json: the regression rule needs at least 20 stored rounds "
+        "per result*these have fewer: test_suite.py::test_b (5 rounds). Save the baseline "
+        "again on the reference commit: pytest --specdecode-save base.json*"
+    ])  # fmt: skip
+    result = pytester.runpytest_inprocess(
+        "--specdecode-save", "b.json", "--specdecode-baseline-trials", "10"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--specdecode-baseline-trials: a baseline needs at least 20 rounds*"]
+    )
 
 
 def test_regression_fails_the_test_with_stored_and_new_figures(
@@ -270,7 +299,7 @@ def test_sweep(specdecode):
 
 def test_sweep_names_best_k_and_crossover(pytester: pytest.Pytester, fake: FakeSource) -> None:
     # more k pays at low concurrency, costs at high concurrency; all slower at 32
-    fake.speedup_fn = lambda k, c: {1: 1.2 + 0.2 * k, 8: 1.5 - 0.05 * k, 32: 0.9 - 0.1 * k}[c]
+    fake.speedup_fn = lambda k, c: {1: 1.2 + 0.2 * k, 8: 1.6 - 0.15 * k, 32: 0.9 - 0.1 * k}[c]
     pytester.makepyfile(test_suite=SWEEP)
     result = pytester.runpytest_inprocess(
         "--specdecode-report", "r.json", "--specdecode-trials", "3"

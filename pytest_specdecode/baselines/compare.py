@@ -1,15 +1,15 @@
-"""Comparing results with a saved baseline: the two-gate regression rule.
+"""Comparing results with a saved baseline.
 
-A figure has *regressed* only when both hold:
+The speedup is judged by the sequential rule of :mod:`~pytest_specdecode.measure.sequential`
+(:func:`~pytest_specdecode.measure.sequential.decide`): "no change" against "a drop of twice
+the tolerance", replayed over the new run's rounds in the order measured, with the drop's
+estimate also beyond the tolerance. The default tolerances are
+``speedup:5%,acceptance_rate:5%``, both relative (an amount without ``%``, such as
+``acceptance_rate:0.05``, is absolute).
 
-1. the drop is beyond the tolerance (by default ``speedup:5%,acceptance_rate:5%``, both
-   relative; an amount without ``%`` such as ``acceptance_rate:0.05`` is absolute), and
-2. the drop is statistically significant given both runs' per-round data: a one-sided Welch
-   t-test (on log values for ratios and rates of tokens) with p < ``ALPHA``.
-
-So noise alone does not fail CI (at most ``ALPHA`` of identical runs, far fewer in practice
-since the drop must also exceed the tolerance), and a small but real drop within the tolerance
-does not either. Improvements are reported the same way, mirrored.
+Every other figure keeps the two-gate rule: a drop beyond the tolerance that is also
+significant given both runs' per-round data (one-sided Welch t-test, on log values for ratios
+and rates of tokens, p < ``ALPHA``). Improvements are reported the same way, mirrored.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
+from ..settings import MIN_BASELINE_ROUNDS
 from ..tolerances import DEFAULT_TOLERANCES, FIGURES, Tolerance, parse_tolerances
 
 __all__ = [
@@ -35,12 +37,14 @@ __all__ = [
     "compare_runs",
     "environment_differences",
     "parse_tolerances",
+    "reference_of",
     "result_key",
+    "too_few_rounds",
     "verdicts_for",
 ]
 
-#: Significance level of the one-sided test.
-ALPHA = 0.05
+#: Significance level of the one-sided test of the figures other than the speedup.
+ALPHA = 0.01
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,7 @@ class Verdict:
     p_value: float | None = None
     tolerance: str = ""
     nodeid: str = ""  # the test the verdict belongs to (routes it to that test's report)
+    rounds: int | None = None  # speedup: the round at which the sequential rule decided
 
     @property
     def change(self) -> float | None:
@@ -164,6 +169,8 @@ class Verdict:
             return f"{self.key}: {self.status}"
         change = "" if self.change is None else f" ({self.change * 100:+.1f}%)"
         p = "" if self.p_value is None else f", p={self.p_value:.3g}"
+        if self.rounds is not None:
+            p += f", decided after {self.rounds} rounds"
         return (
             f"{self.key}: {self.figure} {self.status}: stored {self.old:.3f}, now "
             f"{self.new:.3f}{change}; tolerance {self.tolerance}{p}"
@@ -203,6 +210,8 @@ def compare_one(
     verdict.old, verdict.new = value_of(old, figure), value_of(new, figure)
     if verdict.old is None or verdict.new is None:
         return verdict
+    if figure == "speedup":
+        return _speedup_verdict(old, new, tolerance, verdict)
     if verdict.new < tolerance.floor(verdict.old):
         verdict.p_value = _p_lower(new, old, figure)
         if verdict.p_value is not None and verdict.p_value < alpha:
@@ -211,6 +220,43 @@ def compare_one(
         verdict.p_value = _p_higher(new, old, figure)
         if verdict.p_value is not None and verdict.p_value < alpha:
             verdict.status = "improved"
+    return verdict
+
+
+def reference_of(stored: Mapping[str, Any]) -> Reference:
+    """What the sequential rule needs of a stored result: its rounds and saving sessions."""
+    sessions = [Session.from_dict(s) for s in stored.get("sessions") or []]
+    return Reference.of([float(r) for r in stored["ratios"]], sessions)
+
+
+def speedup_tolerance(tolerance: Tolerance, stored: Mapping[str, Any]) -> float:
+    """The speedup tolerance as a relative drop (an absolute amount is taken relative to the
+    stored speedup)."""
+    if tolerance.relative:
+        return tolerance.amount
+    return tolerance.amount / max(float(stored["speedup"]), 1e-9)
+
+
+def too_few_rounds(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Keys of stored results with fewer rounds than the regression rule needs."""
+    return [
+        f"{result_key(r)} ({len(r.get('ratios') or [])} rounds)"
+        for r in results
+        if len(r.get("ratios") or []) < MIN_BASELINE_ROUNDS
+    ]
+
+
+def _speedup_verdict(
+    old: Mapping[str, Any], new: Mapping[str, Any], tolerance: Tolerance, verdict: Verdict
+) -> Verdict:
+    ratios = new.get("ratios") or []
+    if len(ratios) < 2 or len(old.get("ratios") or []) < 2:
+        return verdict
+    decision = decide(reference_of(old), ratios, speedup_tolerance(tolerance, old))
+    if decision.status in ("regressed", "improved"):
+        verdict.status = decision.status
+    verdict.p_value = decision.p_value
+    verdict.rounds = decision.rounds
     return verdict
 
 

@@ -33,6 +33,7 @@ from .figures import build_result, with_notes, with_theory, with_verdict
 from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
 from .paired import PairedRounds, adaptive_stop, run_paired
 from .result import Result
+from .sequential import Reference, decide
 from .sweep import Sweep
 
 #: Settings a Bench takes, by the plugin option's name (same parsing and validation).
@@ -126,9 +127,9 @@ class Bench:
     ``baseline_url`` and ``speculative_url`` for served engines, ...). Local engines are shared
     by every ``Bench`` of the process; leaving the ``with`` block of the last one (or the
     interpreter) shuts them down. ``source`` brings engines of one's own (the plugin's pool,
-    a test fake); ``gates`` (the marker's thresholds) and ``speedup_floor`` (a label's stored
-    speedup less its tolerance) are what adaptive trials decide against; ``on_result`` sees
-    every result made.
+    a test fake); ``gates`` (the marker's thresholds) are what adaptive trials decide against;
+    ``reference`` gives a label's stored speedup and its relative tolerance (the run then
+    goes on until the regression rule decides); ``on_result`` sees every result made.
     """
 
     def __init__(
@@ -141,7 +142,7 @@ class Bench:
         category: str = "bench",
         source: EngineSource | None = None,
         gates: Mapping[str, float] | None = None,
-        speedup_floor: Callable[[str], float | None] | None = None,
+        reference: Callable[[str], tuple[Reference, float] | None] | None = None,
         on_result: Callable[[Result], None] | None = None,
         progress: Progress | None = _stderr,
         **settings: Any,
@@ -159,7 +160,7 @@ class Bench:
         self.served = parsed.get("speculative_url") is not None
         self.name, self.category = name, category
         self.gates = dict(gates or {})
-        self._floor = speedup_floor
+        self._reference = reference
         self._on_result = on_result
         self.progress: Progress = progress or (lambda _: None)
         self._source, self._owns_source = source, source is None
@@ -297,20 +298,33 @@ class Bench:
     def _trials(
         self, trials: int | str | None, label: str
     ) -> tuple[int, Callable[[list[float]], bool] | None, list[float]]:
-        """Rounds to run, the adaptive stopping rule (None: fixed) and its thresholds."""
+        """Rounds to run (the most, with a stopping rule), the stopping rule (None: fixed)
+        and the gate thresholds adaptive trials decide against.
+
+        Against a stored baseline the run goes on until the regression rule decides (and, with
+        ``trials="auto"``, until the gates are decisive too); a pool of one engine runs its
+        rounds one engine after the other and cannot stop early, so it runs ``trials``.
+        """
         wanted = (
             self.settings.get("trials")
             if trials is None
             else BY_NAME["trials"].parse(trials, "run(trials=...)")
         )
-        if wanted != "auto":
-            return int(wanted), None, []
-        thresholds = [t for t in (self.gates.get("min_speedup"),) if t is not None]
-        floor = self._floor(label) if self._floor is not None else None
-        if floor is not None:
-            thresholds.append(floor)
-        stop = adaptive_stop(thresholds, self.settings.get("precision"))
-        return int(self.settings.get("max_trials")), stop, thresholds
+        most = int(self.settings.get("max_trials"))
+        stops: list[Callable[[list[float]], bool]] = []
+        thresholds: list[float] = []
+        if wanted == "auto":
+            thresholds = [t for t in (self.gates.get("min_speedup"),) if t is not None]
+            stops.append(adaptive_stop(thresholds, self.settings.get("precision"), most))
+        stored = self._reference(label) if self._reference is not None else None
+        if stored is not None and self.source.max_engines >= 2:
+            reference, tolerance = stored
+            stops.append(lambda r: decide(reference, r, tolerance, final=False).decided)
+        if not stops:
+            return int(wanted) if wanted != "auto" else most, None, []
+        if self.source.max_engines < 2:
+            return int(wanted) if wanted != "auto" else most, None, thresholds
+        return most, lambda r: all(stop(r) for stop in stops), thresholds
 
     def _claim_label(self, label: str | None, taken: set[str] | None = None) -> str:
         """The key suffix of the next result: ``label``, or automatically ``""`` for the first

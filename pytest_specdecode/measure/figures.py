@@ -12,6 +12,7 @@ from ..engines.protocol import Round
 from ..errors import NoSpeculationError
 from .paired import PairedRounds
 from .result import Divergence, EngineFigures, Result
+from .sequential import repeated_interval
 from .stats import mean, ratio_interval
 
 
@@ -89,7 +90,7 @@ def build_result(
             "ngram, the prompts need repeated n-grams."
         )
     ratios = raw.ratios
-    speedup, ci = ratio_interval(ratios)
+    speedup, ci = repeated_interval(ratios, raw.looks) if raw.looks else ratio_interval(ratios)
     mem, kv = raw.memory_gib, raw.kv_cache_tokens
     base = engine_figures(raw.baseline, mem.get("baseline"), kv.get("baseline"))
     spec = engine_figures(raw.speculative, mem.get("speculative"), kv.get("speculative"))

@@ -1,5 +1,6 @@
-"""Paired rounds: warm-up, then baseline and speculative rounds, alternating (A B A B) when
-both engines are resident."""
+"""Paired rounds: warm-up, then baseline and speculative rounds in counterbalanced order
+(A B, B A, A B, ...) when both engines are resident, so that a linear drift of the machine
+adds as much to the baseline as to the speculative side over every two rounds."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..engines.protocol import Counters, EngineBackend, EngineSource, Round
+from .sequential import MIN_ROUNDS
 
-#: Fewest paired rounds before adaptive trials may stop.
-MIN_ADAPTIVE_TRIALS = 3
+#: Fewest paired rounds before a stopping rule may stop.
+MIN_ADAPTIVE_TRIALS = MIN_ROUNDS
 
 Progress = Callable[[str], None]
 
@@ -29,6 +31,7 @@ class PairedRounds:
     engine_info: dict[str, Any] = field(default_factory=dict)  # speculative engine's facts
     memory_gib: dict[str, float | None] = field(default_factory=dict)  # per side
     kv_cache_tokens: dict[str, int | None] = field(default_factory=dict)  # per side
+    looks: int | None = None  # the most rounds, when a stopping rule could end the run early
 
     @property
     def ratios(self) -> list[float]:
@@ -86,8 +89,9 @@ def run_paired(
 ) -> PairedRounds:
     """Run warm-up and ``trials`` paired rounds on the engines ``source`` gives.
 
-    With two engines resident the rounds alternate (A B A B ...); with a pool of one they run
-    one engine after the other ("sequential"). With ``stop`` (adaptive trials), ``trials`` is
+    With two engines resident the rounds are paired in counterbalanced order (baseline first
+    in odd rounds, speculative first in even ones); with a pool of one they run one engine
+    after the other ("sequential"). With ``stop`` (adaptive trials), ``trials`` is
     the most rounds: after each round from the third on, ``stop(ratios)`` may end it early.
     """
     __tracebackhide__ = True
@@ -106,8 +110,12 @@ def run_paired(
     memory = {"baseline": _memory(source, base), "speculative": _memory(source, spec)}
     rec = _Recorder(spec)
     for i in range(trials):
-        rec.base.append(gen(base))
-        rec.speculative(gen(spec))
+        if i % 2 == 0:
+            rec.base.append(gen(base))
+            rec.speculative(gen(spec))
+        else:
+            rec.speculative(gen(spec))
+            rec.base.append(gen(base))
         progress(
             f"round {i + 1}/{trials}: baseline {rec.base[-1].elapsed:.2f} s, "
             f"speculative {rec.spec_rounds[-1].elapsed:.2f} s"
@@ -116,7 +124,8 @@ def run_paired(
         if stop is not None and len(so_far) >= MIN_ADAPTIVE_TRIALS and stop(so_far):
             progress(f"decided after {len(so_far)} rounds")
             break
-    return _paired(rec, base, spec, "interleaved", memory)
+    looks = trials if stop is not None else None
+    return _paired(rec, base, spec, "interleaved", memory, looks)
 
 
 def _sequential(
@@ -154,6 +163,7 @@ def _paired(
     spec: EngineBackend,
     mode: str,
     memory: dict[str, float | None],
+    looks: int | None = None,
 ) -> PairedRounds:
     return PairedRounds(
         baseline=tuple(rec.base),
@@ -168,17 +178,21 @@ def _paired(
             "baseline": base.info.get("kv_cache_tokens"),
             "speculative": spec.info.get("kv_cache_tokens"),
         },
+        looks=looks,
     )
 
 
-def adaptive_stop(thresholds: Sequence[float], precision: float) -> Callable[[list[float]], bool]:
-    """The adaptive rule: stop once the speedup's 95% interval is decisive against every
+def adaptive_stop(
+    thresholds: Sequence[float], precision: float, max_rounds: int
+) -> Callable[[list[float]], bool]:
+    """The adaptive rule: stop once the speedup's repeated 95% interval (over looks up to
+    ``max_rounds``, :func:`~.sequential.repeated_interval`) is decisive against every
     threshold in play (lies wholly above or below it) and, with no threshold, once its
     half-width is within ``precision`` (relative)."""
-    from .stats import ratio_interval
+    from .sequential import repeated_interval
 
     def stop(ratios: list[float]) -> bool:
-        speedup, (low, high) = ratio_interval(ratios)
+        speedup, (low, high) = repeated_interval(ratios, max_rounds)
         if thresholds:
             return all(not (low < t <= high) for t in thresholds)
         return (high - low) / 2 <= precision * speedup

@@ -43,15 +43,19 @@ class SpecDecode:
         self._session = session
         self.spec = spec
         self._node = node
+        trials = spec.trials
+        if session.saving:  # a baseline pools its rounds into every later comparison
+            baseline_trials = session.settings.get("baseline_trials")
+            trials = baseline_trials if trials == "auto" else max(int(trials), baseline_trials)
         settings = {name: session.settings.get(name) for name in BENCH_SETTINGS} | {
-            "trials": spec.trials,
+            "trials": trials,
             "timeout": spec.timeout,
         }
         self.bench = Bench(
             spec.speculative.target or None, spec.speculative.speculative_config,
             spec.speculative.engine_kwargs, name=spec.nodeid, category=spec.category,
             source=session.pool, gates=spec.gates,
-            speedup_floor=lambda label: session.speedup_floor(spec.nodeid, label),
+            reference=None if session.saving else lambda lb: session.reference(spec.nodeid, lb),
             on_result=self._collect, progress=session.progress, **settings,
         )  # fmt: skip
 

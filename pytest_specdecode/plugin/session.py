@@ -16,14 +16,18 @@ from ..baselines.compare import (
     Verdict,
     environment_differences,
     parse_tolerances,
+    reference_of,
     result_key,
+    speedup_tolerance,
+    too_few_rounds,
     verdicts_for,
 )
 from ..baselines.environment import collect
 from ..engines.protocol import EngineSource
 from ..errors import ConfigError, GateError
 from ..measure.result import Outcome, Result, entry
-from ..settings import BY_NAME, GlobalSettings, check_served_pair
+from ..measure.sequential import Reference
+from ..settings import BY_NAME, MIN_BASELINE_ROUNDS, GlobalSettings, check_served_pair
 from .marker import TestSpec
 
 
@@ -84,6 +88,25 @@ class SpecDecodeSession:
 
         self.baseline = report.load(path, "baseline file")
         self._stored = StoredResults(self.baseline["results"])
+        few = too_few_rounds(self.baseline["results"])
+        if few and self.speedup_tolerance is not None and not self.settings.get("update_baseline"):
+            raise ConfigError(
+                f"--specdecode-compare {path}: the regression rule needs at least "
+                f"{MIN_BASELINE_ROUNDS} stored rounds per result (it pools the baseline's "
+                f"rounds); these have fewer: {', '.join(few[:5])}"
+                f"{' and more' if len(few) > 5 else ''}. Save the baseline again on the "
+                f"reference commit: pytest --specdecode-save {path} (a saving run takes "
+                "--specdecode-baseline-trials rounds, default 30)"
+            )
+
+    @property
+    def speedup_tolerance(self) -> Any:
+        return next((t for t in self.tolerances if t.figure == "speedup"), None)
+
+    @property
+    def saving(self) -> bool:
+        """Whether this run's results will serve as a baseline."""
+        return bool(self.settings.get("save") or self.settings.get("update_baseline"))
 
     @property
     def served(self) -> bool:
@@ -199,15 +222,16 @@ class SpecDecodeSession:
             )
         return bool(changes) and bool(self.settings.get("strict_environment"))
 
-    def speedup_floor(self, nodeid: str, label: str | None) -> float | None:
-        """The stored speedup less its tolerance, when comparing with a baseline."""
-        if self.baseline is None:
+    def reference(self, nodeid: str, label: str | None) -> tuple[Reference, float] | None:
+        """The stored speedup of a result and its relative tolerance, when comparing with a
+        baseline that holds it (the regression rule decides the run's rounds)."""
+        tolerance = self.speedup_tolerance
+        if self.baseline is None or tolerance is None:
             return None
         stored = self._stored.find(ResultKey(nodeid, label or ""))
-        tolerance = next((t for t in self.tolerances if t.figure == "speedup"), None)
-        if stored is None or tolerance is None:
+        if stored is None or len(stored.get("ratios") or []) < MIN_BASELINE_ROUNDS:
             return None
-        return tolerance.floor(float(stored["speedup"]))
+        return reference_of(stored), speedup_tolerance(tolerance, stored)
 
     def matching(self) -> Matching | None:
         """Every result of the session against the baseline (None without a baseline)."""

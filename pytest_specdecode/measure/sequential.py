@@ -1,0 +1,225 @@
+"""Decisions that look at the data after every round, with their error rates kept.
+
+Two rules live here, both pure functions of per-round log ratios:
+
+- :func:`decide`, the regression rule against a stored baseline: Wald's sequential
+  probability ratio test between "no change" and "a drop of twice the tolerance" (10% at the
+  default ``speedup:5%``), on the information the two runs carry: the per-round variance is
+  pooled from the stored rounds and the new ones (the larger of that and the new run's own,
+  so a noisier new run is not judged with the baseline's calm), and a measured between-session
+  variance is added. A drop is only called when its estimate also exceeds the tolerance (the
+  practical floor). Run online (stop when it decides) and replayed on the stored rounds at
+  the end of the session, it gives the same answer.
+- :func:`repeated_interval`, the interval of a run that stopped when its data said so
+  (adaptive trials, or the rule above): a repeated confidence interval whose per-look level
+  is calibrated so that all looks from round :data:`MIN_ROUNDS` to the most rounds allowed
+  cover together at 95%; a gate at the true value then errs at most 2.5% each way.
+
+The error rates these give are measured, not derived: ``python benchmarks/decisions.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .stats import t_quantile
+
+#: Fewest rounds before any sequential look (and the first look of adaptive trials).
+MIN_ROUNDS = 3
+#: Nominal error targets of the test: false alarm (before the floor and the baseline's own
+#: error, which the benchmark measures) and miss against the designed drop.
+NOMINAL_ALPHA = 0.005
+NOMINAL_BETA = 0.05
+#: One-sided z a run that reached its most rounds undecided must exceed to be called changed.
+TRUNCATION_Z = 2.326
+#: Fewest stored sessions from which a between-session variance is estimated.
+MIN_SESSIONS = 3
+
+# Per-look two-sided level of a repeated 95% t-interval over looks MIN_ROUNDS..N, by N
+# (200,000 simulated normal runs; beyond the table, Bonferroni over the looks, which is valid
+# and conservative). See benchmarks/decisions.py for the coverage it gives.
+_LOOK_LEVEL = {
+    3: 0.05004, 4: 0.03016, 5: 0.02262, 6: 0.01861, 7: 0.01609, 8: 0.01435, 9: 0.01298,
+    10: 0.01195, 11: 0.01118, 12: 0.0106, 13: 0.01003, 14: 0.00959, 15: 0.00917, 16: 0.00878,
+    17: 0.00843, 18: 0.00815, 19: 0.00793, 20: 0.00771, 21: 0.00749, 22: 0.0073, 23: 0.00713,
+    24: 0.00698, 25: 0.00684, 26: 0.00674, 27: 0.00661, 28: 0.00649, 29: 0.00639, 30: 0.00627,
+    31: 0.00618, 32: 0.00608, 33: 0.006, 34: 0.00592, 35: 0.00585, 36: 0.00577, 37: 0.0057,
+    38: 0.00563, 39: 0.00556, 40: 0.00549, 41: 0.00542, 42: 0.00537, 43: 0.00532, 44: 0.00528,
+    45: 0.00523, 46: 0.00519, 47: 0.00515, 48: 0.00512, 49: 0.00507, 50: 0.00503, 51: 0.00499,
+    52: 0.00495, 53: 0.00491, 54: 0.00488, 55: 0.00485, 56: 0.00482, 57: 0.00479, 58: 0.00476,
+    59: 0.00473, 60: 0.00471,
+}  # fmt: skip
+
+
+def look_level(max_rounds: int) -> float:
+    """Two-sided level of each look so that looks ``MIN_ROUNDS..max_rounds`` err 5% jointly."""
+    if max_rounds <= MIN_ROUNDS:
+        return 0.05
+    return _LOOK_LEVEL.get(max_rounds) or 0.05 / (max_rounds - MIN_ROUNDS + 1)
+
+
+def repeated_interval(
+    ratios: Sequence[float], max_rounds: int
+) -> tuple[float, tuple[float, float]]:
+    """Geometric mean of ``ratios`` and its repeated 95% interval for a run that could have
+    stopped at any round from :data:`MIN_ROUNDS` to ``max_rounds``."""
+    logs = _logs(ratios)
+    n = len(logs)
+    if n < 2:
+        raise ValueError("at least two paired rounds are needed for an interval")
+    mean = sum(logs) / n
+    var = sum((x - mean) ** 2 for x in logs) / (n - 1)
+    level = look_level(max(max_rounds, n)) if n >= MIN_ROUNDS else 0.05
+    half = t_quantile(1 - level / 2, n - 1) * math.sqrt(var / n)
+    return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
+
+
+def _logs(ratios: Sequence[float]) -> list[float]:
+    if any(not math.isfinite(r) or r <= 0 for r in ratios):
+        raise ValueError(f"ratios must be positive and finite, got {list(ratios)}")
+    return [math.log(r) for r in ratios]
+
+
+def _mean_var(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    return mean, (sum((x - mean) ** 2 for x in values) / (n - 1) if n > 1 else 0.0)
+
+
+@dataclass(frozen=True)
+class Session:
+    """One saving session's summary of a result: mean and variance of its log ratios."""
+
+    mean: float
+    var: float
+    rounds: int
+
+    @classmethod
+    def of(cls, ratios: Sequence[float]) -> Session:
+        mean, var = _mean_var(_logs(ratios))
+        return cls(mean, var, len(ratios))
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"mean_log_ratio": self.mean, "var_log_ratio": self.var, "rounds": self.rounds}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Session:
+        return cls(
+            float(data["mean_log_ratio"]),  # type: ignore[arg-type]
+            float(data["var_log_ratio"]),  # type: ignore[arg-type]
+            int(data["rounds"]),  # type: ignore[call-overload]
+        )
+
+
+def session_variance(sessions: Sequence[Session]) -> float | None:
+    """Between-session variance of the log speedup (method of moments: the spread of the
+    sessions' means less what their rounds explain); None with fewer than
+    :data:`MIN_SESSIONS` sessions."""
+    if len(sessions) < MIN_SESSIONS:
+        return None
+    _, spread = _mean_var([s.mean for s in sessions])
+    within = sum(s.var / s.rounds for s in sessions) / len(sessions)
+    return max(0.0, spread - within)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a stored baseline says about one result's speedup."""
+
+    logs: tuple[float, ...]  # stored per-round log ratios
+    session_var: float = 0.0  # between-session variance (0: not measured)
+    sessions: int = 1  # saving sessions behind session_var
+
+    @classmethod
+    def of(cls, ratios: Sequence[float], sessions: Sequence[Session] = ()) -> Reference:
+        tau2 = session_variance(sessions)
+        return cls(tuple(_logs(ratios)), tau2 or 0.0, len(sessions) if tau2 is not None else 1)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The regression rule's answer after the rounds it saw."""
+
+    status: str  # "regressed", "improved", "unchanged" or "undecided" (may go on)
+    rounds: int  # rounds when it decided (all of them when it did not)
+    change: float  # estimated relative change of the speedup (new / stored - 1)
+    z: float  # estimated log drop over its standard error (positive: slower)
+
+    @property
+    def p_value(self) -> float:
+        """One-sided p of "the speedup fell" (of "it rose" when improved), from ``z``."""
+        z = -self.z if self.status == "improved" else self.z
+        return 0.5 * math.erfc(z / math.sqrt(2))
+
+    @property
+    def decided(self) -> bool:
+        return self.status != "undecided"
+
+
+def designed_drop(tolerance: float) -> float:
+    """The log drop the test is designed to catch: twice the tolerance (relative)."""
+    return -math.log(1 - min(2 * tolerance, 0.9))
+
+
+def decide(
+    reference: Reference, ratios: Sequence[float], tolerance: float, *, final: bool = True
+) -> Decision:
+    """The regression rule on the new run's ``ratios`` in the order measured.
+
+    The first round (from :data:`MIN_ROUNDS` on) at which the test crosses a boundary
+    decides. A run that ends undecided is, when ``final``, called changed only when its
+    one-sided z exceeds :data:`TRUNCATION_Z` and the change exceeds the tolerance; otherwise
+    unchanged. Improvements are judged at the round it decided, the same way (they never fail
+    CI).
+    """
+    new = _logs(ratios)
+    if len(reference.logs) < 2 or len(new) < 2:
+        raise ValueError("the rule needs at least two stored and two new rounds")
+    base_mean, base_var = _mean_var(reference.logs)
+    n_b = len(reference.logs)
+    drop, floor = designed_drop(tolerance), -math.log(1 - tolerance)
+    upper = math.log((1 - NOMINAL_BETA) / NOMINAL_ALPHA)
+    lower = math.log(NOMINAL_BETA / (1 - NOMINAL_ALPHA))
+    d, z = _estimate(base_mean, base_var, n_b, new, reference.session_var)
+    for n in range(MIN_ROUNDS, len(new) + 1):
+        d, z, info = _estimate(base_mean, base_var, n_b, new[:n], reference.session_var, True)
+        llr = drop * d * info - drop * drop * info / 2
+        if llr >= upper and d >= floor:
+            return Decision("regressed", n, math.exp(-d) - 1, z)
+        if llr <= lower:
+            return _improved_or(Decision("unchanged", n, math.exp(-d) - 1, z), floor)
+    undecided = Decision("undecided", len(new), math.exp(-d) - 1, z)
+    if not final:
+        return undecided
+    if z > TRUNCATION_Z and d >= floor:
+        return Decision("regressed", len(new), undecided.change, z)
+    return _improved_or(Decision("unchanged", len(new), undecided.change, z), floor)
+
+
+def _estimate(
+    base_mean: float,
+    base_var: float,
+    n_b: int,
+    new: Sequence[float],
+    session_var: float,
+    with_info: bool = False,
+) -> tuple[float, ...]:
+    """Estimated log drop, its z, and (``with_info``) the information behind it: the variance
+    pooled from both runs, at least the new run's own, plus the between-session variance."""
+    n = len(new)
+    mean, var = _mean_var(new)
+    pooled = ((n_b - 1) * base_var + (n - 1) * var) / (n_b + n - 2)
+    s2 = max(pooled, var, 1e-12)
+    info = 1 / (s2 / n + s2 / n_b + 2 * session_var)
+    d = base_mean - mean
+    z = d * math.sqrt(info)
+    return (d, z, info) if with_info else (d, z)
+
+
+def _improved_or(decision: Decision, floor: float) -> Decision:
+    """``decision``, or "improved" when the rounds show a rise beyond the tolerance."""
+    if decision.z < -TRUNCATION_Z and math.log1p(decision.change) >= floor:
+        return Decision("improved", decision.rounds, decision.change, decision.z)
+    return decision
