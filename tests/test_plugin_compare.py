@@ -314,3 +314,25 @@ def test_sweep_names_best_k_and_crossover(pytester: pytest.Pytester, fake: FakeS
     assert report["sweeps"][0]["crossover"] == 32
     assert len(report["results"]) == 9
     assert {r["verdict"] for r in report["results"]} == {"worth it", "not worth it"}
+
+
+def test_saving_into_the_same_file_measures_the_variance_between_sessions(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    """Each save into one file adds a session per result; from three on, the regression rule
+    adds their spread to its standard error. A new environment starts the history again."""
+    for shift in (1.0, 1.1, 0.9):
+        fake.speedup = 2.0 * shift
+        pytester.runpytest_inprocess("--specdecode-save", "base.json").assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "base.json").read_text())["results"]
+    sessions = saved[0]["sessions"]
+    assert len(sessions) == 3 and [s["rounds"] for s in sessions] == [30, 30, 30]
+    assert [round(s["mean_log_ratio"], 1) for s in sessions] == [0.7, 0.8, 0.6]
+    from pytest_specdecode.baselines.compare import reference_of
+
+    reference = reference_of(saved[0])
+    assert reference.sessions == 3 and reference.session_var > 0.005
+    # a wandering machine: an 11% drop is within what sessions differ by, so it passes
+    fake.speedup = 1.6
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(passed=2)

@@ -133,3 +133,16 @@ def test_counterbalanced_rounds_cancel_a_linear_drift() -> None:
     assert result.speedup == pytest.approx(2.0, rel=1e-9)
     assert result.ratios[0] == pytest.approx(2.0 * math.exp(-0.02))  # A then B: B is later
     assert result.ratios[1] == pytest.approx(2.0 * math.exp(0.02))  # B then A
+
+
+def test_session_history_starts_again_in_another_environment() -> None:
+    from pytest_specdecode.baselines.files import with_sessions
+
+    old = {"nodeid": "t.py::a", "target": "m", "speculative_config": {}, "ratios": [2.0, 2.1]}
+    new = {**old, "ratios": [1.9, 2.0]}
+    stored = {"environment": {"vllm": "0.32"}, "results": [old]}
+    same = with_sessions([new], stored, {"vllm": "0.32"})[0]["sessions"]
+    assert [s["rounds"] for s in same] == [2, 2]
+    assert len(with_sessions([new], stored, {"vllm": "0.33"})[0]["sessions"]) == 1
+    other_draft = {**new, "speculative_config": {"model": "d2"}}
+    assert len(with_sessions([other_draft], stored, {"vllm": "0.32"})[0]["sessions"]) == 1

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .compare import StoredResults
+from ..measure.sequential import Session
+from .compare import StoredResults, environment_differences
 
 FORMAT_VERSION = 1
 #: Suffix of the lock file held beside a baseline while it is updated.
@@ -222,6 +223,63 @@ def locked(path: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
+#: Saving sessions a baseline entry remembers (the newest ones).
+MAX_SESSIONS = 10
+
+
+def with_sessions(
+    fresh_results: Sequence[Mapping[str, Any]],
+    stored: Mapping[str, Any] | None,
+    environment: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """``fresh_results`` with the saving sessions of the same results in ``stored`` (a file
+    saved before into the same path) and this one, from which the regression rule estimates
+    the between-session variance. History is kept only when the environment and the engines'
+    configuration are the same: a real change starts it again."""
+    if stored is None or environment_differences(stored.get("environment") or {}, environment):
+        old = StoredResults([])
+    else:
+        old = StoredResults(stored["results"])
+    merged = []
+    for result in fresh_results:
+        entry = dict(result)
+        ratios = entry.get("ratios") or []
+        if len(ratios) >= 2:
+            before = old.find(_key(entry))
+            history: list[Any] = []
+            if before is not None and all(
+                before.get(k) == entry.get(k) for k in ("target", "speculative_config")
+            ):
+                history = list(before.get("sessions") or [])
+                if not history and len(before.get("ratios") or []) >= 2:
+                    history = [Session.of(before["ratios"]).to_dict()]
+            entry["sessions"] = [*history, Session.of(ratios).to_dict()][-MAX_SESSIONS:]
+        merged.append(entry)
+    return merged
+
+
+def _key(result: Mapping[str, Any]) -> Any:
+    from .compare import ResultKey
+
+    return ResultKey.of(result)
+
+
+def save_run(path: str | os.PathLike[str], report: dict[str, Any]) -> dict[str, Any]:
+    """Write a saved run to ``path``; when ``path`` holds a run saved before (readable), each
+    result carries the saving sessions of both (:func:`with_sessions`)."""
+    with locked(path):
+        stored = None
+        if os.path.exists(path):
+            with contextlib.suppress(ConfigError):
+                stored = load(path, "saved run")
+        data = {
+            **report,
+            "results": with_sessions(report["results"], stored, report["environment"]),
+        }
+        write(path, data)
+    return data
+
+
 def update_baseline(
     path: str | os.PathLike[str],
     fresh_results: Sequence[Mapping[str, Any]],
@@ -235,10 +293,12 @@ def update_baseline(
     :class:`ConfigError` and is left as it is."""
     with locked(path):
         kept: list[Mapping[str, Any]] = []
+        stored = None
         if os.path.exists(path):
             stored = load(path, "baseline file")
             kept = StoredResults(stored["results"]).match(list(fresh_results)).missing
-        results = [dict(r) for r in [*kept, *fresh_results]]
+        fresh = with_sessions(fresh_results, stored, environment)
+        results = [dict(r) for r in [*kept, *fresh]]
         data = build(results, environment, session)
         write(path, data)
     return data

@@ -227,9 +227,14 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
 
     data = state.report()
     writers: list[tuple[str, str, Callable[[str], None]]] = []
-    for name in ("report", "save"):
-        if state.settings.get(name):
-            writers.append((name, state.settings.get(name), lambda p: report.write(p, data)))
+    if state.settings.get("report"):
+        writers.append(("report", state.settings.get("report"), lambda p: report.write(p, data)))
+    if state.settings.get("save"):
+
+        def save(path: str) -> None:
+            report.save_run(path, data)
+
+        writers.append(("save", state.settings.get("save"), save))
     if state.settings.get("html"):
 
         def html(path: str) -> None:
