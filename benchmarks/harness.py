@@ -11,7 +11,8 @@ All parts run on the built-in tiny models (``pytest_specdecode.tiny``).
    in another process, so its difference from the bare time is engine-to-engine variation).
 2. alarms: on real measurements (A/A: nothing changed) how often the regression rule fires, and
    how often a 10% slowdown (each speculative round's time divided by 0.9) is caught, at the
-   default settings; then the same on synthetic data for many repetitions.
+   default settings (baselines of 30 rounds, the rule replayed over another run's rounds);
+   benchmarks/decisions.py measures the same rule on simulated engines at many repetitions.
 3. suite: engine starts and wall time for N tests sharing one configuration against N times the
    time of a one-test session.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -88,14 +88,21 @@ def overhead(models: dict[str, str], rounds: int = 20) -> None:
     )
 
 
-def alarms(models: dict[str, str], repeats: int = 12) -> None:
+def alarms(models: dict[str, str], repeats: int = 8) -> None:
+    """Real A/A runs of the baseline's length; each ordered pair replays the regression rule
+    (stored: one run's 30 rounds; compared: the first rounds of another, as many as the rule
+    takes, at most 20), unchanged and with every speculative round 10% slower."""
     from pytest_specdecode import Bench
-    from pytest_specdecode.baselines.compare import Tolerance, compare_one
+    from pytest_specdecode.baselines.compare import compare_one
+    from pytest_specdecode.settings import BY_NAME
+    from pytest_specdecode.tolerances import DEFAULT_TOLERANCES, parse_tolerances
 
+    rounds = int(BY_NAME["baseline_trials"].default)
+    most = int(BY_NAME["max_trials"].default)
     spec = {"method": "draft_model", "model": models["draft"], "num_speculative_tokens": 4}
     with Bench(models["target"], spec, ENGINE_KWARGS, progress=None) as bench:
         runs = [
-            bench.run(PROMPTS, max_tokens=SAMPLING["max_tokens"], trials=5, label=f"#{i}")
+            bench.run(PROMPTS, max_tokens=SAMPLING["max_tokens"], trials=rounds, label=f"#{i}")
             for i in range(repeats)
         ]
     first = runs[0]
@@ -106,44 +113,33 @@ def alarms(models: dict[str, str], repeats: int = 12) -> None:
         f"efficiency {first.efficiency or 0:.2f}, verdict {first.verdict}"
     )
 
-    def as_dict(result: Any, slow: float = 1.0) -> dict[str, Any]:
+    def as_dict(result: Any, slow: float = 1.0, keep: int | None = None) -> dict[str, Any]:
         data: dict[str, Any] = result.to_dict(with_outputs=False)
         data["label"] = ""
-        if slow != 1.0:
-            data["ratios"] = [x * slow for x in data["ratios"]]
-            data["speedup"] *= slow
+        data["ratios"] = [x * slow for x in data["ratios"][:keep]]
+        data["speedup"] = math.exp(statistics.mean(math.log(x) for x in data["ratios"]))
+        data["samples"] = {k: v[:keep] for k, v in data["samples"].items()}
         return data
 
-    tolerance = Tolerance("speedup", 0.05, True)
-    results = [as_dict(r) for r in runs]
-    slowed = [as_dict(r, 0.9) for r in runs]
+    tolerances = parse_tolerances(DEFAULT_TOLERANCES)
+    stored = [as_dict(r) for r in runs]
+    same = [as_dict(r, keep=most) for r in runs]
+    slowed = [as_dict(r, 0.9, keep=most) for r in runs]
     pairs = [(i, j) for i in range(repeats) for j in range(repeats) if i != j]
-    aa = sum(compare_one(results[i], results[j], tolerance).status == "regressed" for i, j in pairs)
-    caught = sum(compare_one(results[i], slowed[j], tolerance).status == "regressed"
-                 for i, j in pairs)  # fmt: skip
-    speedups = [r["speedup"] for r in results]
-    print(
-        f"alarms (real, tiny CPU pair): {repeats} runs of 5 paired rounds, speedup "
-        f"{statistics.mean(speedups):.2f}x (sd {statistics.stdev(speedups):.3f}); over "
-        f"{len(pairs)} ordered pairs: A/A false alarms {aa / len(pairs):.1%}, 10% slowdown "
-        f"caught {caught / len(pairs):.1%}"
-    )
-    rng = random.Random(0)
-    sd = statistics.stdev(math.log(x) for r in results for x in r["ratios"])
 
-    def synthetic(speedup: float) -> dict[str, Any]:
-        ratios = [speedup * math.exp(rng.gauss(0, sd)) for _ in range(5)]
-        return {"nodeid": "s", "ratios": ratios,
-                "speedup": math.exp(sum(map(math.log, ratios)) / 5)}  # fmt: skip
+    def regressed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+        return any(compare_one(old, new, t).status == "regressed" for t in tolerances)
 
-    n = 5000
-    aa = sum(compare_one(synthetic(2.0), synthetic(2.0), tolerance).status == "regressed"
-             for _ in range(n))  # fmt: skip
-    caught = sum(compare_one(synthetic(2.0), synthetic(1.8), tolerance).status == "regressed"
-                 for _ in range(n))  # fmt: skip
+    aa = sum(regressed(stored[i], same[j]) for i, j in pairs)
+    caught = sum(regressed(stored[i], slowed[j]) for i, j in pairs)
+    speedups = [r["speedup"] for r in stored]
+    sd = statistics.stdev(math.log(x) for r in stored for x in r["ratios"])
     print(
-        f"alarms (synthetic, per-round log sd {sd:.3f} as measured, 5 rounds, {n} reps): "
-        f"A/A false alarms {aa / n:.1%}, 10% slowdown caught {caught / n:.1%}"
+        f"alarms (real, tiny CPU pair): {repeats} runs of {rounds} paired rounds, speedup "
+        f"{statistics.mean(speedups):.2f}x (between runs sd {statistics.stdev(speedups):.3f}, "
+        f"per-round log sd {sd:.3f}); over {len(pairs)} ordered pairs: A/A false alarms "
+        f"{aa / len(pairs):.1%}, 10% slowdown caught {caught / len(pairs):.1%} "
+        "(simulated rates at many repetitions: benchmarks/decisions.py)"
     )
 
 

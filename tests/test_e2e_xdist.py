@@ -53,7 +53,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / "test_suite.py").write_text(SUITE.format(draft=pair["draft"]))
     tag = f"specdecode-xdist-{uuid.uuid4().hex}"
-    saved_code, saved_out = _pytest(root, tag, pair["target"], "--specdecode-save", "s.json")
+    saved_code, saved_out = _pytest(
+        root, tag, pair["target"], "--specdecode-save", "s.json",
+        "--specdecode-baseline-trials", "20",
+    )  # fmt: skip
     saved = json.loads((root / "s.json").read_text()) if (root / "s.json").exists() else {}
     if saved:
         better = json.loads(json.dumps(saved))
@@ -75,6 +78,7 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
         ("test_case[b]", ""), ("test_case[b]", "second"),
     ]  # fmt: skip
     assert {r["worker"] for r in results} == {"gw0", "gw1"}
+    assert {len(r["ratios"]) for r in results} == {20}  # a baseline takes its own rounds
     assert runs["saved"]["environment"]["torch"].endswith("+cpu")
 
 
@@ -88,6 +92,8 @@ def test_every_parametrized_case_reaches_the_controller_table(runs: dict[str, An
         "test_case[a]", "test_case[a][second]", "test_case[b]", "test_case[b][second]",
     ], out  # fmt: skip
     assert "missing from this run" not in out
+    # the sequential rule saw a 5x drop at its first look
+    assert out.count("decided after 3 rounds") >= 4, out
 
 
 def test_no_engine_outlives_either_run(runs: dict[str, Any]) -> None:
