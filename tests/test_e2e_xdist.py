@@ -8,6 +8,7 @@ table). Each worker starts its own baseline and speculative engine once per run.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -92,8 +93,9 @@ def test_every_parametrized_case_reaches_the_controller_table(runs: dict[str, An
         "test_case[a]", "test_case[a][second]", "test_case[b]", "test_case[b][second]",
     ], out  # fmt: skip
     assert "missing from this run" not in out
-    # the sequential rule saw a 5x drop at its first look
-    assert out.count("decided after 3 rounds") >= 4, out
+    # the sequential rule decided each case before its most rounds (20)
+    decided = re.findall(r"speedup regressed: .*, decided after (\d+) rounds", out)
+    assert len(decided) >= 4 and all(int(n) < 20 for n in decided), out
 
 
 def test_no_engine_outlives_either_run(runs: dict[str, Any]) -> None:
