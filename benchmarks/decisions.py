@@ -1,0 +1,453 @@
+"""Decision quality of the statistical rules at the default settings; prints figures (no
+pass/fail).
+
+    python benchmarks/decisions.py                       # all parts, default repetitions
+    python benchmarks/decisions.py --reps 2000 --seed 7 regression adaptive drift
+
+Every repetition drives :class:`~pytest_specdecode.Bench` on a simulated engine source
+(:class:`SimSource`, implementing the engine Protocols) and judges what it returns with the
+plugin's own code (``compare_one``, ``assert_speedup``). A round's elapsed time comes from a
+model, nothing sleeps:
+
+- the speculative engine is ``speedup`` times faster than the baseline (times multiplied by
+  ``slowdown``, 1/0.9 for a 10% drop of the speedup);
+- each engine's log time has noise of sd ``sd / sqrt(2)``, so the per-round log ratio has sd
+  ``sd``;
+- every round generated (any engine, warm-up included) adds ``drift`` to the log time of all
+  rounds after it (a linear trend per slot);
+- each session (each ``Bench``) draws one offset of sd ``tau`` added to the speculative side's
+  log time for all its rounds (a between-session shift the rounds of one run cannot see);
+- the speculative engine's counters move every round: 4-token drafts whose i-th token is
+  accepted with probability ``a**i`` (``a`` = 0.8 plus noise of sd 0.01 per round).
+
+Parts:
+
+1. ``regression``: a saving session (``--specdecode-baseline-trials`` rounds, fixed) stored as
+   ``Result.to_dict()``, then a compared session (a new ``Bench`` whose ``reference=`` makes
+   it stop when the rule decides, at most ``--specdecode-max-trials`` rounds) judged by
+   ``compare_one`` for every default tolerance; a test false-alarms (or catches a drop) when
+   any figure regresses. Between-session shifts are either not measured (a plain baseline) or
+   measured (the baseline entry carries the ``sessions`` of 5 saving sessions, as repeated
+   ``--specdecode-save`` into one file writes them).
+2. ``adaptive``: ``trials="auto"`` with a ``min_speedup`` gate at the true speedup, judged by
+   ``assert_speedup``: share passed (interval wholly above the gate) and failed (wholly
+   below), each against 2.5%; coverage of the reported interval; rounds. With no gate the
+   precision rule stops the run; its interval's coverage.
+3. ``drift``: 1% per slot, fixed trials in the counterbalanced order (A B, B A, ...): bias of
+   the reported speedup and coverage of its interval.
+
+Each figure comes with its Monte Carlo standard error (± one se; a share seen 0 times gives
+the 95% upper bound 3/n instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from multiprocessing import Pool
+from multiprocessing.pool import Pool as PoolType
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# ruff: noqa: E402 (imports after the path fix)
+from pytest_specdecode.baselines.compare import compare_one, reference_of, speedup_tolerance
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import Device
+from pytest_specdecode.engines.protocol import (
+    Counters,
+    EngineBackend,
+    Placement,
+    PlainCalls,
+    RequestFigures,
+    Round,
+)
+from pytest_specdecode.errors import GateError, InconclusiveError
+from pytest_specdecode.measure.assertions import assert_speedup
+from pytest_specdecode.measure.bench import Bench
+from pytest_specdecode.measure.result import Result
+from pytest_specdecode.measure.sequential import Session
+from pytest_specdecode.settings import BY_NAME
+from pytest_specdecode.tolerances import DEFAULT_TOLERANCES, parse_tolerances
+
+SPEEDUP = 2.0  # the true speedup of every simulated pair
+K = 4  # draft tokens per proposal
+ACCEPT = 0.8  # per-position acceptance base: position i is accepted with probability a**i
+ACCEPT_SD = 0.01  # round-to-round noise of a
+PROMPTS = ["simulated prompt"]
+MAX_TOKENS = 64
+BASE_SECONDS = 1.0  # a baseline round's time before noise and drift
+SPEC = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 3}
+TARGET = "org/simulated-target"
+
+BASELINE_TRIALS = int(BY_NAME["baseline_trials"].default)
+MAX_TRIALS = int(BY_NAME["max_trials"].default)
+TOLERANCES = parse_tolerances(DEFAULT_TOLERANCES)
+SPEEDUP_TOLERANCE = next(t for t in TOLERANCES if t.figure == "speedup")
+DROP = 0.10  # the regression power is measured against
+SAVING_SESSIONS = 5  # saving sessions behind a measured between-session variance
+
+
+# -- the simulated backend ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class World:
+    """The machine one session runs on."""
+
+    speedup: float = SPEEDUP
+    sd: float = 0.05  # per-round sd of the log ratio (each engine's log time: sd / sqrt(2))
+    drift: float = 0.0  # log time added per round generated before (any engine)
+    tau: float = 0.0  # sd of the session's offset of the speculative side's log time
+    slowdown: float = 1.0  # speculative times multiplied by this (1 / 0.9: a 10% drop)
+
+
+class SimEngine(PlainCalls):
+    """One simulated engine (baseline or speculative) of a :class:`SimSource`."""
+
+    def __init__(self, config: EngineConfig, source: SimSource) -> None:
+        self.config = config
+        self.source = source
+        self.speculative = config.speculative_json is not None
+        self.placement = Placement({}, "simulated", {})
+        self.info: dict[str, Any] = {"vllm_version": "simulated", "torch_version": "simulated"}
+        self.timeout = 900.0
+        self._counters = Counters()
+
+    @property
+    def alive(self) -> bool:
+        return True
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    def generate_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
+    ) -> Round:
+        src, world = self.source, self.source.world
+        log_time = world.drift * src.slots + src.rng.gauss(0.0, world.sd / math.sqrt(2))
+        src.slots += 1
+        if self.speculative:
+            log_time += src.offset - math.log(world.speedup) + math.log(world.slowdown)
+        elapsed = BASE_SECONDS * math.exp(log_time)
+        tokens = int(sampling["max_tokens"])
+        request = RequestFigures(src.token_ids(tokens), "", elapsed / tokens, elapsed / tokens)
+        if self.speculative:
+            self._counters = self._counters + self._round_counters(tokens * len(prompts))
+        return Round(elapsed, (request,) * len(prompts))
+
+    def _round_counters(self, tokens: int) -> Counters:
+        """One round's drafts: position i accepted with probability a**i (unconditional)."""
+        a = min(0.99, max(0.01, ACCEPT + self.source.rng.gauss(0.0, ACCEPT_SD)))
+        per_step = 1 + sum(a**i for i in range(1, K + 1))
+        drafts = max(1, round(tokens / per_step))
+        per_position = tuple(round(drafts * a**i) for i in range(1, K + 1))
+        return Counters(drafts, drafts * K, sum(per_position), per_position)
+
+    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
+        n, tokens = int(sampling.get("n", 1)), int(sampling["max_tokens"])
+        rng = self.source.rng
+        return [[[rng.randrange(4) for _ in range(tokens)] for _ in range(n)] for _ in prompts]
+
+    def counters(self) -> Counters:
+        return self._counters
+
+    def close(self) -> None:
+        pass
+
+
+class SimSource:
+    """The engines of one session: the :class:`World`, its session offset and its clock."""
+
+    max_engines = 2
+
+    def __init__(self, world: World, rng: random.Random) -> None:
+        self.world = world
+        self.rng = rng
+        self.offset = rng.gauss(0.0, world.tau) if world.tau else 0.0
+        self.slots = 0  # rounds generated so far, any engine
+        self.starts = 0
+        self.start_seconds = 0.0
+        self.device = Device("cpu", "simulated")
+        self._engines: dict[str, SimEngine] = {}
+        self._ids: dict[int, tuple[int, ...]] = {}
+
+    def token_ids(self, n: int) -> tuple[int, ...]:
+        if n not in self._ids:
+            self._ids[n] = tuple(range(n))
+        return self._ids[n]
+
+    def acquire(
+        self,
+        config: EngineConfig,
+        *,
+        keep: Sequence[EngineConfig] = (),
+        timeout: float | None = None,
+    ) -> EngineBackend:
+        engine = self._engines.get(config.key)
+        if engine is None:
+            engine = self._engines[config.key] = SimEngine(config, self)
+            self.starts += 1
+        return engine
+
+    def close(self) -> None:
+        self._engines.clear()
+
+
+def session(world: World, rng: random.Random, **bench: Any) -> Result:
+    """One session: a fresh source (its own offset) and one ``Bench.run``."""
+    with Bench(TARGET, SPEC, source=SimSource(world, rng), progress=None, **bench) as b:
+        return b.run(PROMPTS, max_tokens=MAX_TOKENS)
+
+
+# -- the jobs (one repetition each) ----------------------------------------------------------
+@dataclass(frozen=True)
+class RegressionCell:
+    sd: float  # the baseline's per-round log-ratio sd
+    new_sd: float  # the compared run's
+    tau: float = 0.0
+    sessions: bool = False  # True: 5 saving sessions, both baselines judged (plain, measured)
+
+
+def compared(stored: Mapping[str, Any], world: World, rng: random.Random) -> tuple[bool, int]:
+    """A compared session against ``stored``: (any figure regressed, rounds run)."""
+    tolerance = speedup_tolerance(SPEEDUP_TOLERANCE, stored)
+    reference = reference_of(stored)
+    new = session(world, rng, reference=lambda label: (reference, tolerance)).to_dict(
+        with_outputs=False
+    )
+    regressed = any(compare_one(stored, new, t).status == "regressed" for t in TOLERANCES)
+    return regressed, int(new["trials"])
+
+
+def regression_rep(cell: RegressionCell, seed: int, rep: int) -> tuple[Any, ...]:
+    """(false alarm, rounds, caught, rounds) per baseline kind of one repetition: the
+    unchanged and the dropped run are compared with the same stored baseline."""
+    rng = random.Random(f"{seed}:saving:{cell}:{rep}")
+    saving = World(sd=cell.sd, tau=cell.tau)
+    results = [
+        session(saving, rng, trials=BASELINE_TRIALS)
+        for _ in range(SAVING_SESSIONS if cell.sessions else 1)
+    ]
+    plain = results[-1].to_dict(with_outputs=False)
+    baselines = [plain]
+    if cell.sessions:
+        sessions = [Session.of(r.ratios).to_dict() for r in results]
+        baselines.append({**plain, "sessions": sessions})
+    same = World(sd=cell.new_sd, tau=cell.tau)
+    dropped = replace(same, slowdown=1 / (1 - DROP))
+    out: list[Any] = []
+    for i, stored in enumerate(baselines):
+        for j, world in enumerate((same, dropped)):
+            out += compared(stored, world, random.Random(f"{seed}:compared:{cell}:{rep}:{i}:{j}"))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class AdaptiveCell:
+    sd: float
+    gate: bool  # min_speedup at the true speedup; False: the precision rule alone
+
+
+def adaptive_rep(cell: AdaptiveCell, seed: int, rep: int) -> tuple[Any, ...]:
+    """(passed, failed, covered, rounds) of one adaptive run."""
+    rng = random.Random(f"{seed}:adaptive:{cell}:{rep}")
+    gates = {"min_speedup": SPEEDUP} if cell.gate else None
+    result = session(World(sd=cell.sd), rng, trials="auto", gates=gates)
+    passed = failed = False
+    if cell.gate:
+        try:
+            assert_speedup(result, SPEEDUP)
+            passed = True
+        except GateError:
+            failed = True
+        except InconclusiveError:
+            pass
+    low, high = result.speedup_ci
+    return passed, failed, low <= SPEEDUP <= high, result.trials
+
+
+@dataclass(frozen=True)
+class DriftCell:
+    sd: float
+    trials: int
+    drift: float = 0.01
+
+
+def drift_rep(cell: DriftCell, seed: int, rep: int) -> tuple[Any, ...]:
+    """(relative error of the speedup, covered) of one fixed-trials run on a drifting machine."""
+    rng = random.Random(f"{seed}:drift:{cell}:{rep}")
+    result = session(World(sd=cell.sd, drift=cell.drift), rng, trials=cell.trials)
+    low, high = result.speedup_ci
+    return result.speedup / SPEEDUP - 1, low <= SPEEDUP <= high
+
+
+JOBS: dict[str, Callable[[Any, int, int], tuple[Any, ...]]] = {
+    "regression": regression_rep,
+    "adaptive": adaptive_rep,
+    "drift": drift_rep,
+}
+
+
+def run_chunk(job: tuple[str, Any, int, int, int]) -> list[tuple[Any, ...]]:
+    part, cell, seed, start, stop = job
+    return [JOBS[part](cell, seed, rep) for rep in range(start, stop)]
+
+
+# -- figures -------------------------------------------------------------------------------
+class Runner:
+    """Repetitions of one cell spread over the pool's processes, with progress on stderr."""
+
+    def __init__(self, pool: PoolType, workers: int, seed: int) -> None:
+        self.pool, self.workers, self.seed = pool, workers, seed
+
+    def __call__(self, part: str, cell: Any, reps: int) -> list[tuple[Any, ...]]:
+        started = time.perf_counter()
+        chunks = max(1, min(reps, self.workers * 8))
+        bounds = [reps * i // chunks for i in range(chunks + 1)]
+        jobs = [
+            (part, cell, self.seed, a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a
+        ]
+        rows = [row for chunk in self.pool.map(run_chunk, jobs) for row in chunk]
+        took = time.perf_counter() - started
+        print(f"[decisions] {part} {cell}: {reps} reps in {took:.1f} s", file=sys.stderr)
+        return rows
+
+
+def share(flags: Sequence[Any]) -> str:
+    """A share in percent ± its Monte Carlo standard error."""
+    n = len(flags)
+    p = sum(bool(f) for f in flags) / n
+    if p == 0:
+        return f"0.00% (<{300 / n:.2f}%)"
+    return f"{100 * p:.2f}% ±{100 * math.sqrt(p * (1 - p) / n):.2f}"
+
+
+def average(values: Sequence[float], scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+    """A mean ± its standard error."""
+    n = len(values)
+    m = sum(values) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return f"{scale * m:.{digits}f}{unit} ±{scale * sd / math.sqrt(n):.{digits}f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)), flush=True)
+
+
+def regression_part(run: Runner, reps: int) -> None:
+    print(
+        f"\n## regression: saved baseline {BASELINE_TRIALS} rounds, compared run up to "
+        f"{MAX_TRIALS} rounds (stops when the rule decides), tolerances {DEFAULT_TOLERANCES}; "
+        f"power against a {DROP:.0%} speedup drop (speculative times / {1 - DROP:g})"
+    )
+    print(
+        f"{reps} repetitions per cell; in each, the unchanged and the dropped run are compared "
+        "with the same stored baseline; rounds: of the compared run"
+    )
+    header = ["cell", "false alarms", "rounds mean", "max", "power", "rounds mean", "max"]
+    rows = []
+
+    def row(name: str, data: list[tuple[Any, ...]], at: int) -> list[str]:
+        alarm, r_same, caught, r_drop = ([d[at + i] for d in data] for i in range(4))
+        return [
+            name, share(alarm), average(r_same), str(max(r_same)),
+            share(caught), average(r_drop), str(max(r_drop)),
+        ]  # fmt: skip
+
+    for sd in (0.03, 0.05, 0.07, 0.10):
+        rows.append(row(f"sd {sd:.2f}", run("regression", RegressionCell(sd, sd), reps), 0))
+    for sd in (0.05, 0.07):
+        cell = RegressionCell(sd, round(1.5 * sd, 4))
+        rows.append(
+            row(f"sd {sd:.2f}, new run sd {1.5 * sd:.3f}", run("regression", cell, reps), 0)
+        )
+    for tau in (0.01, 0.02):
+        data = run("regression", RegressionCell(0.05, 0.05, tau, sessions=True), reps)
+        rows.append(row(f"sd 0.05, tau {tau:.2f} unmeasured", data, 0))
+        rows.append(row(f"sd 0.05, tau {tau:.2f} measured ({SAVING_SESSIONS} sessions)", data, 4))
+    table(header, rows)
+
+
+def adaptive_part(run: Runner, reps: int) -> None:
+    print(
+        f"\n## adaptive: trials='auto', at most {MAX_TRIALS} rounds, true speedup {SPEEDUP:g}x; "
+        f"gate min_speedup={SPEEDUP:g} (at the true value) judged by assert_speedup; "
+        f"{reps} repetitions per cell"
+    )
+    header = ["cell", "passed (above)", "failed (below)", "coverage", "rounds mean", "max"]
+    rows = []
+    for gate in (True, False):
+        for sd in (0.05, 0.07):
+            data = run("adaptive", AdaptiveCell(sd, gate), reps)
+            passed, failed, covered, rounds = (list(c) for c in zip(*data, strict=True))
+            name = f"sd {sd:.2f}, " + ("gate at the truth" if gate else "no gate (precision)")
+            rows.append([
+                name, share(passed) if gate else "-", share(failed) if gate else "-",
+                share(covered), average(rounds), str(max(rounds)),
+            ])  # fmt: skip
+    table(header, rows)
+
+
+def drift_part(run: Runner, reps: int) -> None:
+    print(
+        f"\n## drift: log time +1% per slot (any engine, warm-up included), fixed trials, "
+        f"rounds A B, B A, ...; true speedup {SPEEDUP:g}x; no noise: 1 repetition (it is "
+        f"deterministic), sd 0.05: {reps} repetitions per cell"
+    )
+    header = ["cell", "trials", "bias of the speedup", "coverage of its 95% interval"]
+    rows = []
+    for sd in (0.0, 0.05):
+        for trials in (5, 6, 20):
+            data = run("drift", DriftCell(sd, trials), reps if sd else 1)
+            errors, covered = (list(c) for c in zip(*data, strict=True))
+            bias = average(errors, 100, 3, "%") if sd else f"{100 * errors[0]:+.3f}%"
+            cover = share(covered) if sd else ("covers" if covered[0] else "misses")
+            rows.append([f"sd {sd:.2f}", str(trials), bias, cover])
+    table(header, rows)
+
+
+PARTS = ("regression", "adaptive", "drift")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("parts", nargs="*", help=f"any of {', '.join(PARTS)} (default: all)")
+    parser.add_argument("--reps", type=int, default=10000, help="repetitions per cell")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2, help="processes")
+    args = parser.parse_args()
+    parts = args.parts or list(PARTS)
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown part {', '.join(unknown)}; parts: {', '.join(PARTS)}")
+    started = time.perf_counter()
+    print("command: python " + " ".join(sys.argv))
+    print(f"seed {args.seed}, {args.reps} repetitions per cell, {args.workers} processes")
+    print(
+        f"simulated: true speedup {SPEEDUP:g}x, per-round log-ratio sd as given (each "
+        f"engine's log time sd/sqrt(2)), {K}-token drafts, acceptance a**i with a={ACCEPT} "
+        f"(sd {ACCEPT_SD} per round); figures ± one Monte Carlo standard error"
+    )
+    with Pool(args.workers) as pool:
+        run = Runner(pool, args.workers, args.seed)
+        if "regression" in parts:
+            regression_part(run, args.reps)
+        if "adaptive" in parts:
+            adaptive_part(run, args.reps)
+        if "drift" in parts:
+            drift_part(run, args.reps)
+    print(f"\nwall time {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
