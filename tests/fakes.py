@@ -4,7 +4,8 @@
 its engines :class:`~pytest_specdecode.engines.protocol.EngineBackend`: the measurement code runs
 unchanged on them.
 Baseline rounds take about 1 s, speculative ones 1 / ``speedup`` s, each with log-normal noise;
-a draft model alone runs at a tenth of the target's time per token. Tests select it through
+a draft model alone runs at a tenth of the target's time per token; speculative rounds report
+each prompt's acceptance (10 verify steps of k draft tokens). Tests select it through
 the ``pytest_specdecode_engine_source`` hook (:class:`FakePlugin`, or a conftest).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pytest_specdecode.engines.config import EngineConfig
@@ -57,6 +59,7 @@ class FakeEngine(PlainCalls):
         request = RequestFigures((1, 2, 3, 4), "abcd", 0.01, tpot)
         elapsed = math.exp(source.rng.gauss(0, source.noise) + source.drift * source.slots)
         source.slots += 1
+        requests = (request,) * len(prompts)
         if self.config.speculative_json is not None:
             k = self.config.num_speculative_tokens
             speedup = source.speedup
@@ -65,7 +68,21 @@ class FakeEngine(PlainCalls):
             elapsed /= speedup
             accepted = round(400 * min(1.0, source.acceptance + source.rng.gauss(0, 0.01)))
             self._counters = self._counters + Counters(100, 400, accepted, (accepted // 4,) * 4)
-        return Round(elapsed, (request,) * len(prompts))
+            if source.per_request:
+                requests = tuple(self._with_acceptance(request, i, k) for i in range(len(prompts)))
+        return Round(elapsed, requests)
+
+    def _with_acceptance(self, request: RequestFigures, i: int, k: int) -> RequestFigures:
+        """``request`` with 10 verify steps of ``k`` draft tokens each, accepting
+        ``prompt_acceptance(i)`` (default: the source's acceptance) of them."""
+        fn = self.source.prompt_acceptance
+        rate = fn(i) if fn is not None else self.source.acceptance
+        total = round(10 * k * min(1.0, max(0.0, rate)))
+        steps = tuple(total // 10 + (j < total % 10) for j in range(10))
+        return replace(
+            request, spec_steps=10, accepted_tokens=total, draft_tokens=10 * k,
+            per_step_accepted=steps, per_step_drafted=(k,) * 10,
+        )  # fmt: skip
 
     def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
         n, tokens = int(sampling.get("n", 1)), int(sampling["max_tokens"])
@@ -91,6 +108,8 @@ class FakeSource:
         self.drift = 0.0  # added to a round's log time per round generated before it
         self.slots = 0  # rounds generated so far (any engine)
         self.speedup_fn: Any = None  # (k, concurrency) -> speedup, for sweeps
+        self.per_request = True  # speculative rounds report acceptance per request
+        self.prompt_acceptance: Any = None  # prompt index -> its acceptance (default: all equal)
         self.rng = random.Random(0)
         self.rounds = 0  # speculative rounds generated, over all runs
         self.draft_timings = 0  # draft models started alone (cost ratio)

@@ -63,7 +63,9 @@ class FakeServer:
     401 answer echoes the Authorization header it got, as a careless proxy would);
     ``redirects`` maps a path to a Location to redirect to; ``delay`` holds every answer;
     ``trickle`` holds every streamed chunk; ``strangers`` requests of someone else finish with
-    each of ours. A prompt ``"fail"`` gets an error event in its stream.
+    each of ours. A prompt ``"fail"`` gets an error event in its stream. A stream that asks
+    for usage ends with a usage chunk, which carries ``metrics.speculative_decoding`` when
+    ``spec_decoding`` is given (as a server started with ``--per-request-spec-decode-metrics``).
     """
 
     def __init__(
@@ -77,8 +79,10 @@ class FakeServer:
         delay: float = 0.0,
         trickle: float = 0.0,
         strangers: int = 0,
+        spec_decoding: dict[str, Any] | None = None,
     ) -> None:
         self.requests = 0
+        self.spec_decoding = spec_decoding
         self.model, self.root = model, root
         self.speculating = speculating
         self.api_key = api_key
@@ -172,6 +176,11 @@ class FakeServer:
                     event = {"error": {"message": "boom"}} if body["prompt"] == "fail" else {}
                     chunk = event or {"choices": [choice]}
                     self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage: dict[str, Any] = {"choices": [], "usage": {"completion_tokens": 1}}
+                    if server.spec_decoding is not None:
+                        usage["metrics"] = {"speculative_decoding": server.spec_decoding}
+                    self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
 

@@ -28,24 +28,88 @@ SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
 REQUESTS_FINISHED = "vllm:request_success"
 
 
+#: vLLM's per-request speculative-decoding metrics (``RequestSpecDecodeMetrics.to_dict()``,
+#: ``metrics.speculative_decoding`` in a served response), by the field of
+#: :class:`RequestFigures` they fill.
+REQUEST_SPEC_FIELDS: dict[str, str] = {
+    "num_spec_steps": "spec_steps",
+    "num_accepted_draft_tokens": "accepted_tokens",
+    "num_draft_tokens": "draft_tokens",
+}
+#: The per-verify-step arrays (vLLM's ``detailed`` level only).
+REQUEST_SPEC_STEPS = ("per_step_accepted", "per_step_drafted")
+#: The engine argument that turns vLLM's per-request metrics on (vLLM 0.29 and later).
+REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
+
+
+def request_spec_fields(metrics: Any) -> dict[str, Any]:
+    """The :class:`RequestFigures` fields (plain ints and tuples) in vLLM's per-request
+    speculative-decoding metrics, a dict as ``to_dict()`` or a served response gives it;
+    ``{}`` when absent or malformed."""
+    if not isinstance(metrics, Mapping):
+        return {}
+    try:
+        found: dict[str, Any] = {
+            ours: int(metrics[theirs]) for theirs, ours in REQUEST_SPEC_FIELDS.items()
+        }
+        accepted, drafted = (metrics.get(name) for name in REQUEST_SPEC_STEPS)
+        if (
+            isinstance(accepted, list | tuple)
+            and isinstance(drafted, list | tuple)
+            and len(accepted) == len(drafted)
+        ):
+            found["per_step_accepted"] = tuple(int(v) for v in accepted)
+            found["per_step_drafted"] = tuple(int(v) for v in drafted)
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return found
+
+
+def _ints(values: Any) -> tuple[int, ...] | None:
+    return None if values is None else tuple(int(v) for v in values)
+
+
 @dataclass(frozen=True)
 class RequestFigures:
-    """One request of a round: its tokens and latencies."""
+    """One request of a round: its tokens and latencies and, where the engine reports them
+    per request, its speculative-decoding counts (None otherwise)."""
 
     token_ids: tuple[int, ...]
     text: str
     ttft: float | None  # seconds to the first token
     tpot: float | None  # seconds per output token after the first
+    spec_steps: int | None = None  # verify steps that carried a draft
+    accepted_tokens: int | None = None  # draft tokens accepted (the bonus token not counted)
+    draft_tokens: int | None = None  # draft tokens proposed
+    per_step_accepted: tuple[int, ...] | None = None  # per verify step, in order (detailed)
+    per_step_drafted: tuple[int, ...] | None = None  # per verify step, in order (detailed)
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> RequestFigures:
         """From the plain dict a worker sends over its pipe."""
+
+        def count(key: str) -> int | None:
+            return None if data.get(key) is None else int(data[key])
+
         return cls(
             tuple(int(t) for t in data["token_ids"]),
             str(data.get("text") or ""),
             None if data.get("ttft") is None else float(data["ttft"]),
             None if data.get("tpot") is None else float(data["tpot"]),
+            count("spec_steps"),
+            count("accepted_tokens"),
+            count("draft_tokens"),
+            _ints(data.get("per_step_accepted")),
+            _ints(data.get("per_step_drafted")),
         )
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """Tokens per verify step, 1 + accepted / steps (vLLM's mean acceptance length, 1.0
+        without a draft); None when not reported."""
+        if self.spec_steps is None or self.accepted_tokens is None:
+            return None
+        return 1.0 + self.accepted_tokens / self.spec_steps if self.spec_steps > 0 else 1.0
 
 
 @dataclass(frozen=True)

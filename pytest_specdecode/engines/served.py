@@ -4,7 +4,9 @@ Requests are streamed concurrently (``/v1/completions`` with ``stream``), so TTF
 per request; token ids come back with ``return_token_ids``. Acceptance comes from before/after
 deltas of the server's Prometheus ``/metrics`` (``vllm:spec_decode_*_total``), parsed with
 ``prometheus_client``'s text parser. Other traffic on a server during a round is detected from
-its request counter and reported.
+its request counter and reported. A server started with ``--per-request-spec-decode-metrics``
+also reports each request's acceptance (``metrics.speculative_decoding`` in the final usage
+chunk of its stream), which the request's figures then carry.
 
 Each server is driven through one pooled ``httpx.Client`` with keep-alive. Before the clock of
 a round starts, as many connections as the round runs requests at once are opened (vLLM's
@@ -48,6 +50,7 @@ from .protocol import (
     PlainCalls,
     RequestFigures,
     Round,
+    request_spec_fields,
 )
 
 if TYPE_CHECKING:
@@ -103,6 +106,16 @@ def parse_metrics(text: str) -> ServerMetrics:
         tuple(per_pos[i] for i in sorted(per_pos)),
     )
     return ServerMetrics(counters, requests, speculating)
+
+
+def request_acceptance(answer: Any) -> dict[str, Any]:
+    """The :class:`RequestFigures` speculative-decoding fields of a completion answer: its
+    ``metrics.speculative_decoding``, which a server started with
+    ``--per-request-spec-decode-metrics`` puts in the final usage chunk of a stream; ``{}``
+    when the server does not report it."""
+    metrics = answer.get("metrics") if isinstance(answer, dict) else None
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    return request_spec_fields(spec)
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -311,6 +324,7 @@ class ServedEngine(PlainCalls):
         first: float | None = None
         token_ids: list[int] = []
         text: list[str] = []
+        spec: dict[str, Any] = {}
         buffer = b""
         with self._open(path, body) as arriving:
             # read to the end (past [DONE]) so the connection goes back to the pool
@@ -321,12 +335,14 @@ class ServedEngine(PlainCalls):
                     line = raw.decode().strip()
                     if not line.startswith("data:") or line[5:].strip() == "[DONE]":
                         continue
-                    for choice in self._choices(json.loads(line[5:]), path):
+                    answer = json.loads(line[5:])
+                    for choice in self._choices(answer, path):
                         ids = choice.get("token_ids") or []
                         if (ids or choice.get("text")) and first is None:
                             first = time.perf_counter()
                         token_ids.extend(int(t) for t in ids)
                         text.append(choice.get("text") or "")
+                    spec = spec or request_acceptance(answer)
         end = time.perf_counter()
         n = len(token_ids)
         return RequestFigures(
@@ -334,6 +350,7 @@ class ServedEngine(PlainCalls):
             "".join(text),
             None if first is None else first - start,
             (end - first) / (n - 1) if first is not None and n > 1 else None,
+            **spec,
         )
 
     def _choices(self, answer: Any, path: str) -> list[dict[str, Any]]:

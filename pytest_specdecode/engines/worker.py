@@ -82,7 +82,37 @@ def _request_figures(output: Any) -> dict[str, Any]:
         n = getattr(stats, "num_generation_tokens", len(token_ids))
         if n > 1 and last_ts > first_ts > 0:
             figures["tpot"] = (last_ts - first_ts) / (n - 1)
+    spec = getattr(completion, "spec_decode_metrics", None)  # vLLM 0.29+, when turned on
+    if spec is not None:
+        from .protocol import request_spec_fields
+
+        figures.update(request_spec_fields(spec.to_dict()))
     return figures
+
+
+def with_request_metrics(engine_kwargs: dict[str, Any], supported: bool) -> dict[str, Any]:
+    """``engine_kwargs`` with vLLM's per-request speculative-decoding metrics: ``detailed``
+    on a speculative engine unless the caller chose a level (where the installed vLLM has the
+    argument); never on an engine that does not speculate, which vLLM refuses."""
+    from .protocol import REQUEST_METRICS_ARG
+
+    kwargs = dict(engine_kwargs)
+    if kwargs.get("speculative_config") is None:
+        kwargs.pop(REQUEST_METRICS_ARG, None)
+    elif supported:
+        kwargs.setdefault(REQUEST_METRICS_ARG, "detailed")
+    return kwargs
+
+
+def _has_request_metrics() -> bool:
+    """Whether the installed vLLM's engine arguments include per-request metrics."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    from .protocol import REQUEST_METRICS_ARG
+
+    return REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}
 
 
 class _Engine:
@@ -280,7 +310,7 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
         import torch
         import vllm
 
-        llm = vllm.LLM(target, **engine_kwargs)
+        llm = vllm.LLM(target, **with_request_metrics(engine_kwargs, _has_request_metrics()))
         engine = _Engine(llm)
         kv_tokens: int | None = None
         try:

@@ -58,6 +58,53 @@ def compare_outputs(
     return ((n - len(divergences)) / n if n else 1.0), divergences
 
 
+def request_acceptance(rounds: Sequence[Round]) -> tuple[float | None, ...] | None:
+    """Per prompt, the mean acceptance length 1 + accepted / verify steps over ``rounds``
+    (vLLM's definition: 1.0 for a prompt that never drafted); None for a prompt the engine
+    reported nothing for, and None altogether when it reported no prompt (per-request metrics
+    off, an older vLLM, a server without them)."""
+    if not rounds:
+        return None
+    steps = [0] * len(rounds[0].requests)
+    accepted = [0] * len(steps)
+    reported = [False] * len(steps)
+    for round_ in rounds:
+        for i, q in enumerate(round_.requests):
+            if q.spec_steps is not None and q.accepted_tokens is not None:
+                steps[i] += q.spec_steps
+                accepted[i] += q.accepted_tokens
+                reported[i] = True
+    if not any(reported):
+        return None
+    return tuple(
+        (1.0 + a / n if n else 1.0) if seen else None
+        for a, n, seen in zip(accepted, steps, reported, strict=True)
+    )
+
+
+#: Most prompts named as gaining least.
+LEAST_GAIN = 3
+
+
+def least_gain(per_prompt: Sequence[float | None] | None) -> tuple[int, ...]:
+    """Indexes of the prompts with the lowest acceptance length: at most :data:`LEAST_GAIN`
+    and half of the prompts with a value, only those below the best one (equal prompts have
+    none that gains least), lowest first (ties by index)."""
+    valued = [(v, i) for i, v in enumerate(per_prompt or ()) if v is not None]
+    if not valued:
+        return ()
+    best = max(v for v, _ in valued)
+    below = sorted((v, i) for v, i in valued if v < best - 1e-9)
+    return tuple(i for _, i in below[: min(LEAST_GAIN, len(valued) // 2)])
+
+
+def least_gain_note(per_prompt: Sequence[float | None], indexes: Sequence[int]) -> str:
+    """``prompts 3, 7 (acceptance length 1.20, 1.40)``: prompt indexes count from 0."""
+    which = "prompt" if len(indexes) == 1 else "prompts"
+    lengths = ", ".join(f"{per_prompt[i]:.2f}" for i in indexes)
+    return f"{which} {', '.join(str(i) for i in indexes)} (acceptance length {lengths})"
+
+
 def _proposer(raw: PairedRounds, speculative: EngineConfig) -> tuple[str, str, int]:
     """Target, method and k: from the configuration, or, for a served engine whose
     configuration is the server's, from what the server reports."""
@@ -106,7 +153,9 @@ def build_result(
     extra = None
     if base.memory_gib is not None and spec.memory_gib is not None:
         extra = spec.memory_gib - base.memory_gib
-    return Result(
+    per_prompt = request_acceptance(raw.speculative)
+    least = least_gain(per_prompt)
+    result = Result(
         nodeid=nodeid, category=category, target=target, method=method,
         num_speculative_tokens=k, draft=speculative.draft,
         speculative_config=speculative.speculative_config or {},
@@ -120,8 +169,12 @@ def build_result(
         num_draft_tokens=counters.num_draft_tokens,
         num_accepted_tokens=counters.num_accepted_tokens, match_rate=match_rate,
         divergences=divergences, baseline=base, speculative=spec, label=label,
-        samples=samples, extra_memory_gib=extra,
+        samples=samples, extra_memory_gib=extra, request_acceptance=per_prompt,
+        least_gain=least,
     )  # fmt: skip
+    if per_prompt is not None and least:
+        result = with_notes(result, **{"least gain": least_gain_note(per_prompt, least)})
+    return result
 
 
 def with_theory(result: Result, cost_ratio: float | None) -> Result:

@@ -90,6 +90,11 @@ class Result:
     adaptive: bool = False  # rounds were added until the interval was decisive
     inconclusive: str = ""  # why an adaptive measurement could not decide, if it could not
     notes: dict[str, Any] = field(default_factory=dict)  # free-form figures a test adds
+    #: per prompt (prompt order), the mean acceptance length 1 + accepted / verify steps over
+    #: the measured speculative rounds; None for a prompt without it, None altogether when the
+    #: engine does not report acceptance per request
+    request_acceptance: tuple[float | None, ...] | None = None
+    least_gain: tuple[int, ...] = ()  # the prompts with the lowest acceptance length (<= 3)
 
     def to_dict(self, *, with_outputs: bool = True) -> dict[str, Any]:
         """Plain JSON values (non-finite numbers as null); without outputs, no token ids or
@@ -113,7 +118,22 @@ class Result:
         values["baseline"] = EngineFigures.from_dict(data["baseline"])
         values["speculative"] = EngineFigures.from_dict(data["speculative"])
         values["divergences"] = [Divergence(**d) for d in data.get("divergences") or []]
+        per_prompt = data.get("request_acceptance")
+        if per_prompt is not None:
+            values["request_acceptance"] = tuple(
+                None if v is None else float(v) for v in per_prompt
+            )
+        values["least_gain"] = tuple(int(i) for i in data.get("least_gain") or ())
         return cls(**values)
+
+    @property
+    def acceptance_spread(self) -> tuple[float, float, float] | None:
+        """(p10, p50, p90) of the per-prompt acceptance lengths (linear interpolation between
+        order statistics), over the prompts that have one; None when none has."""
+        values = sorted(v for v in self.request_acceptance or () if v is not None)
+        if not values:
+            return None
+        return _percentile(values, 10), _percentile(values, 50), _percentile(values, 90)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -143,6 +163,14 @@ def entry(result: Result, outcome: Outcome | None, *, with_outputs: bool = True)
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """The ``q``-th percentile of sorted values, interpolated linearly (numpy's default)."""
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _number(value: Any) -> float:
