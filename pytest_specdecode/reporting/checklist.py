@@ -1,0 +1,474 @@
+"""The "worth it?" checklist: the talk's questions answered from a session's figures.
+
+:func:`checklists` reads a report dict (``results``, ``sweeps``, ``rankings``; the
+``--specdecode-report`` format) and, for each target and proposer measured, answers each
+question yes, no or unknown with the figure behind it:
+
+* spare memory: what the draft costs, and the KV cache left per sequence at the largest batch
+  measured (a request needs at least ``max_tokens`` slots beside its prompt);
+* batch size: where the gain ends (a sweep's crossover, or one test's runs at several batch
+  sizes);
+* workload: the speedup and acceptance of each category;
+* context: long prompts against short ones (runs labelled or categorised ``long``/``short``);
+* choice: where the proposer ranked, when ``choose_draft`` compared it with others.
+
+A pure function of the dict: it works on a saved report as well as in the plugin.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any
+
+YES, NO, UNKNOWN = "yes", "no", "unknown"
+WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
+
+#: proposers with no draft model: their extra memory is noise around nothing
+NO_MODEL = frozenset({"ngram", "suffix"})
+
+#: extra memory below this is "none to speak of" (process-memory noise)
+NEGLIGIBLE_GIB = 0.05
+
+_LONG = re.compile(r"\blong\b|long[_ -]?context", re.IGNORECASE)
+_SHORT = re.compile(r"\bshort\b", re.IGNORECASE)
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Line:
+    """One question: its answer (``yes``, ``no`` or ``unknown``) and the figure behind it."""
+
+    question: str
+    answer: str
+    figure: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"question": self.question, "answer": self.answer, "figure": self.figure}
+
+
+@dataclass(frozen=True)
+class Checklist:
+    """The checklist of one target and proposer (method, plus the draft where there is one);
+    ``summary`` is its short answer in words."""
+
+    target: str
+    method: str
+    draft: str | None
+    lines: tuple[Line, ...]
+    summary: str
+
+    @property
+    def proposer(self) -> str:
+        return f"{self.method} ({short_name(self.draft)})" if self.draft else self.method
+
+    @property
+    def title(self) -> str:
+        return f"{self.proposer} on {short_name(self.target)}"
+
+    def text(self) -> list[str]:
+        """Plain-text lines: the title and summary, then one line per question."""
+        width = max((len(line.question) for line in self.lines), default=0)
+        out = [f"{self.title}: {self.summary}"]
+        out += [
+            f"  {line.answer.upper():<7} {line.question:<{width}}  {line.figure}"
+            for line in self.lines
+        ]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "method": self.method,
+            "draft": self.draft,
+            "proposer": self.proposer,
+            "summary": self.summary,
+            "lines": [line.to_dict() for line in self.lines],
+        }
+
+
+def short_name(model: str | None) -> str:
+    """A model as shown: a local path by its last component, a hub name as it is."""
+    if not model:
+        return "-"
+    text = str(model).rstrip("/")
+    if text.startswith(("/", "./", "../", "~")):
+        return text.rsplit("/", 1)[-1] or text
+    return text
+
+
+def checklists(report: Mapping[str, Any]) -> list[Checklist]:
+    """One :class:`Checklist` per (target, method, draft) measured in ``report``, in the
+    order they first appear."""
+    results = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
+    groups: dict[tuple[str, str, str | None], list[Row]] = defaultdict(list)
+    for r in results:
+        groups[_group(r)].append(r)
+    sweeps = [s for s in report.get("sweeps") or [] if isinstance(s, Mapping)]
+    rankings = [k for k in report.get("rankings") or [] if isinstance(k, Mapping)]
+    by_key = {(str(r.get("nodeid", "")), str(r.get("label") or "")): r for r in results}
+    out = []
+    for key, rows in groups.items():
+        nodeids = {str(r.get("nodeid", "")) for r in rows}
+        mine = [s for s in sweeps if str(s.get("nodeid", "")) in nodeids]
+        answers = [_memory(rows), _batch(rows, mine)]
+        answers += _workloads(rows)
+        answers.append(_context(rows))
+        answers += _choices(key, rankings, by_key)
+        lines = tuple(a.line for a in answers)
+        out.append(Checklist(key[0], key[1], key[2], lines, _summary(answers)))
+    return out
+
+
+@dataclass(frozen=True)
+class _Answer:
+    line: Line
+    phrase: str | None = None  # its part of the summary, if any
+    lead: str = ""  # words shared by the parts that follow one another ("worth it for")
+    order: tuple[int, float] = (0, 0.0)  # where that part goes (lower first)
+
+
+def _group(r: Row) -> tuple[str, str, str | None]:
+    draft = r.get("draft")
+    return str(r.get("target", "")), str(r.get("method", "")), str(draft) if draft else None
+
+
+def _summary(answers: Sequence[_Answer]) -> str:
+    parts: list[tuple[str, list[str]]] = []
+    for a in sorted(answers, key=lambda a: a.order):
+        if not a.phrase:
+            continue
+        if a.lead and parts and parts[-1][0] == a.lead:
+            parts[-1][1].append(a.phrase)
+        else:
+            parts.append((a.lead, [a.phrase]))
+    if not parts:
+        return "nothing decisive measured"
+    return "; ".join(f"{lead} {', '.join(p)}" if lead else p[0] for lead, p in parts)
+
+
+# --- figures of one result -------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _ci(r: Row) -> tuple[float | None, float | None]:
+    ci = r.get("speedup_ci")
+    if isinstance(ci, Sequence) and len(ci) == 2:
+        return _number(ci[0]), _number(ci[1])
+    return None, None
+
+
+def _verdict(r: Row) -> str:
+    """The result's verdict; from its interval when the file has none."""
+    verdict = r.get("verdict")
+    if verdict in (WORTH, NOT_WORTH, INCONCLUSIVE):
+        return str(verdict)
+    low, high = _ci(r)
+    if high is not None and high < 1.0:
+        return NOT_WORTH
+    if low is not None and low > 1.0:
+        return WORTH
+    return INCONCLUSIVE
+
+
+def _speedup(r: Row) -> float:
+    value = _number(r.get("speedup"))
+    return value if value is not None else float("-inf")
+
+
+def _x(value: Any) -> str:
+    number = _number(value)
+    return "-" if number is None else f"{number:.2f}x"
+
+
+def _figure(r: Row) -> str:
+    """Speedup with its interval: ``1.85x [1.61-2.13]``."""
+    low, high = _ci(r)
+    if low is None and high is None:
+        return _x(r.get("speedup"))
+    lo = "-" if low is None else f"{low:.2f}"
+    hi = "-" if high is None else f"{high:.2f}"
+    return f"{_x(r.get('speedup'))} [{lo}-{hi}]"
+
+
+def batch(r: Row) -> int | None:
+    """Requests in flight: the run's concurrency, or all its prompts at once."""
+    value = r.get("concurrency") or r.get("num_prompts")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _name(r: Row) -> str:
+    test = str(r.get("nodeid", "")).rsplit("::", 1)[-1]
+    return f"{test} [{r['label']}]" if r.get("label") else test
+
+
+def spread(values: Iterable[Any]) -> tuple[float, float, float] | None:
+    """(p10, p50, p90) of the numbers in ``values`` (linear interpolation between order
+    statistics); None when there are none."""
+    data = sorted(float(v) for v in values if _number(v) is not None)
+    if not data:
+        return None
+
+    def at(q: float) -> float:
+        pos = (len(data) - 1) * q
+        low = int(pos)
+        high = min(low + 1, len(data) - 1)
+        return data[low] + (data[high] - data[low]) * (pos - low)
+
+    return at(0.1), at(0.5), at(0.9)
+
+
+# --- the questions ---------------------------------------------------------------------------
+
+SPARE_MEMORY = "spare memory"
+BATCH_SIZE = "batch size"
+CONTEXT = "context"
+
+
+def _memory(rows: Sequence[Row]) -> _Answer:
+    extras = [v for v in (_number(r.get("extra_memory_gib")) for r in rows) if v is not None]
+    method = str(rows[0].get("method", ""))
+    if extras:
+        cost = f"the {'proposer' if method in NO_MODEL else 'draft'} costs {max(extras):.2f} GiB"
+    elif method in NO_MODEL:
+        cost = f"{method} has no draft model (extra memory not measured)"
+    else:
+        cost = "extra memory not measured"
+    with_kv = [r for r in rows if _kv(r, "speculative") is not None and batch(r)]
+    if not with_kv:
+        if method in NO_MODEL and not extras:
+            figure = f"{method} has no draft model: no draft weights or KV cache to hold"
+            return _Answer(Line(SPARE_MEMORY, YES, f"{figure} (extra memory not measured)"))
+        if extras and max(extras) <= NEGLIGIBLE_GIB:
+            return _Answer(Line(SPARE_MEMORY, YES, f"{cost}: none to speak of"))
+        return _Answer(Line(SPARE_MEMORY, UNKNOWN, f"{cost}; KV cache capacity not reported"))
+    r = max(with_kv, key=lambda row: batch(row) or 0)
+    spec_kv, base_kv, size = _kv(r, "speculative"), _kv(r, "baseline"), batch(r)
+    assert spec_kv is not None and size
+    per_sequence = spec_kv // size
+    need = int(_number(r.get("max_tokens")) or 0)
+    kv = f"KV cache {spec_kv:,} tokens"
+    if base_kv:
+        kv = f"KV cache {base_kv:,} -> {spec_kv:,} tokens ({spec_kv / base_kv - 1:+.0%})"
+    figure = (
+        f"{cost}; {kv}: {per_sequence:,} per sequence at batch {size} (a request needs "
+        f"{need} + its prompt)"
+    )
+    if per_sequence < need:
+        return _Answer(
+            Line(SPARE_MEMORY, NO, figure),
+            f"too little KV cache left at batch {size}",
+            order=(5, 0.0),
+        )
+    return _Answer(Line(SPARE_MEMORY, YES, figure))
+
+
+def _kv(r: Row, side: str) -> int | None:
+    figures = r.get(side)
+    value = _number(figures.get("kv_cache_tokens")) if isinstance(figures, Mapping) else None
+    return int(value) if value is not None and value > 0 else None
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """Speedup against batch size for one test: the best run at each batch, smallest first."""
+
+    nodeid: str
+    points: tuple[tuple[int, Row], ...]
+    crossover: int | None  # a sweep's own, when it names one
+
+
+def _curves(rows: Sequence[Row], sweeps: Sequence[Row]) -> list[_Curve]:
+    curves = []
+    swept = set()
+    for s in sweeps:
+        best: dict[int, Row] = {}
+        for p in s.get("points") or []:
+            c = _number(p.get("concurrency")) if isinstance(p, Mapping) else None
+            if c is not None and (int(c) not in best or _speedup(p) > _speedup(best[int(c)])):
+                best[int(c)] = p
+        if len(best) > 1:
+            crossover = _number(s.get("crossover"))
+            end = None if crossover is None else int(crossover)
+            curves.append(_Curve(str(s.get("nodeid", "")), tuple(sorted(best.items())), end))
+            swept.add(str(s.get("nodeid", "")))
+    by_test: dict[str, dict[int, Row]] = defaultdict(dict)
+    for r in rows:
+        nodeid, size = str(r.get("nodeid", "")), batch(r)
+        if nodeid in swept or size is None:
+            continue
+        points = by_test[nodeid]
+        if size not in points or _speedup(r) > _speedup(points[size]):
+            points[size] = r
+    for nodeid, points in by_test.items():
+        if len(points) > 1:
+            curves.append(_Curve(nodeid, tuple(sorted(points.items())), None))
+    return curves
+
+
+def _batch(rows: Sequence[Row], sweeps: Sequence[Row]) -> _Answer:
+    curves = _curves(rows, sweeps)
+    if not curves:
+        sizes = sorted({b for b in (batch(r) for r in rows) if b is not None})
+        shown = ", ".join(str(b) for b in sizes) or "-"
+        figure = (
+            f"measured only at batch {shown} in each test; measure one test at several "
+            "concurrencies (specdecode.sweep) to find where the gain ends"
+        )
+        return _Answer(Line(BATCH_SIZE, UNKNOWN, figure))
+    ends: list[tuple[int, str]] = []
+    lasts: list[tuple[int, str, bool]] = []
+    for curve in curves:
+        test = curve.nodeid.rsplit("::", 1)[-1]
+        points = curve.points
+        end = curve.crossover
+        if end is None:
+            end = next((c for c, p in points if (_ci(p)[1] or float("inf")) < 1.0), None)
+        if end is not None:
+            at = dict(points).get(end)
+            shown = f" ({_figure(at)})" if at is not None else ""
+            before = [(c, p) for c, p in points if c < end]
+            if before:
+                c, p = before[-1]
+                figure = f"gone by batch {end}{shown} in {test}; {_figure(p)} at batch {c}"
+                ends.append((end, figure))
+            else:
+                ends.append((end, f"slower already at batch {end}{shown} in {test}"))
+            continue
+        c, p = points[-1]
+        first_c, first = points[0]
+        figure = (
+            f"{_figure(p)} at batch {c}, the largest measured in {test} ({_figure(first)} at "
+            f"batch {first_c})"
+        )
+        lasts.append((c, figure, (_ci(p)[0] or 0.0) > 1.0))
+    if ends:
+        end, figure = min(ends)
+        return _Answer(Line(BATCH_SIZE, NO, figure), f"gone by batch {end}", order=(3, 0.0))
+    c, figure, pays = max(lasts)
+    if pays:
+        best = max((p for curve in curves for size, p in curve.points if size == c), key=_speedup)
+        phrase = f"still {_x(best.get('speedup'))} at batch {c}"
+        return _Answer(Line(BATCH_SIZE, YES, f"still {figure}"), phrase, order=(3, 0.0))
+    return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: the interval at batch {c} contains 1.0"))
+
+
+def _workloads(rows: Sequence[Row]) -> list[_Answer]:
+    by_category: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_category[str(r.get("category") or "-")].append(r)
+    return [_workload(category, runs) for category, runs in by_category.items()]
+
+
+def _describe(r: Row, *, spread_too: bool = False) -> str:
+    text = f"{r['label']}: " if r.get("label") else ""
+    text += f"{_figure(r)} at batch {batch(r) or '-'}"
+    rate = _number(r.get("acceptance_rate"))
+    if rate is not None:
+        text += f", acceptance {rate:.2f}"
+    lengths = spread(r.get("request_acceptance") or []) if spread_too else None
+    if lengths is not None:
+        text += ", per-prompt accept len p10/p50/p90 {:.1f}/{:.1f}/{:.1f}".format(*lengths)
+    return text
+
+
+def _workload(category: str, runs: Sequence[Row]) -> _Answer:
+    ordered = sorted(runs, key=_speedup, reverse=True)
+    verdicts = [_verdict(r) for r in ordered]
+    shown = "; ".join(_describe(r, spread_too=i == 0) for i, r in enumerate(ordered[:3]))
+    if len(ordered) > 3:
+        shown += f"; and {len(ordered) - 3} more"
+    question = f"workload: {category}"
+    top = ordered[0]
+    if WORTH in verdicts:
+        best = ordered[verdicts.index(WORTH)]
+        phrase = f"{category} at batch {batch(best) or '-'}: {_x(best.get('speedup'))}"
+        return _Answer(Line(question, YES, shown), phrase, "worth it for", (0, -_speedup(best)))
+    if all(v == NOT_WORTH for v in verdicts):
+        phrase = f"{category}: {_x(top.get('speedup'))}"
+        return _Answer(Line(question, NO, shown), phrase, "not for", (2, -_speedup(top)))
+    known = _number(top.get("speedup")) is not None
+    unclear = f"{category}: {_figure(top)}" if known else None
+    return _Answer(Line(question, UNKNOWN, shown), unclear, "unclear for", (1, -_speedup(top)))
+
+
+def _context(rows: Sequence[Row]) -> _Answer:
+    long = [r for r in rows if _is_long(r)]
+    short = [r for r in rows if _SHORT.search(str(r.get("label") or ""))]
+    if not long:
+        figure = (
+            "no long-prompt run measured (label a run 'long prompt', or use the category "
+            "long_context, beside a 'short prompt' run)"
+        )
+        return _Answer(Line(CONTEXT, UNKNOWN, figure))
+    parts = []
+    for r in sorted(long, key=_speedup):
+        text = f"{_figure(r)} behind long prompts ({_name(r)})"
+        pair = next((s for s in short if s.get("nodeid") == r.get("nodeid")), None)
+        pair = pair or (short[0] if short else None)
+        ratio = None
+        if pair is not None:
+            ratio = _speedup(r) / _speedup(pair) if _speedup(pair) > 0 else None
+            text += f" against {_figure(pair)} on short ones"
+            if ratio is not None:
+                text += f": {ratio:.2f} of the short-prompt speedup"
+        parts.append(text)
+    figure = "; ".join(parts)
+    verdicts = {_verdict(r) for r in long}
+    worst = min(long, key=_speedup)
+    if verdicts == {WORTH}:
+        phrase = f"holds behind long prompts: {_x(worst.get('speedup'))}"
+        return _Answer(Line(CONTEXT, YES, figure), phrase, order=(4, 0.0))
+    if NOT_WORTH in verdicts:
+        phrase = f"not behind long prompts: {_x(worst.get('speedup'))}"
+        return _Answer(Line(CONTEXT, NO, figure), phrase, order=(4, 0.0))
+    return _Answer(Line(CONTEXT, UNKNOWN, figure))
+
+
+def _is_long(r: Row) -> bool:
+    label = str(r.get("label") or "")
+    if _SHORT.search(label):
+        return False
+    return bool(_LONG.search(label) or _LONG.search(str(r.get("category") or "")))
+
+
+def _choices(
+    key: tuple[str, str, str | None],
+    rankings: Sequence[Row],
+    by_key: Mapping[tuple[str, str], Row],
+) -> list[_Answer]:
+    out = []
+    for ranking in rankings:
+        nodeid = str(ranking.get("nodeid", ""))
+        candidates = [c for c in ranking.get("candidates") or [] if isinstance(c, Mapping)]
+        for place, c in enumerate(candidates, start=1):
+            r = by_key.get((nodeid, str(c.get("name", ""))))
+            if r is None or _group(r) != key:
+                continue
+            out.append(_choice(ranking, candidates, place, c))
+    return out
+
+
+def _choice(ranking: Row, candidates: Sequence[Row], place: int, c: Row) -> _Answer:
+    name, best = str(c.get("name", "")), ranking.get("best")
+    test = str(ranking.get("nodeid", "")).rsplit("::", 1)[-1]
+    figure = f"{name} ranks {place} of {len(candidates)} in {test}: {_figure(c)}"
+    if best == name:
+        return _Answer(Line("choice", YES, f"{figure}; the best worth it"))
+    if best is None:
+        return _Answer(Line("choice", UNKNOWN, f"{figure}; no candidate is worth it"))
+    other = next((o for o in candidates if o.get("name") == best), {})
+    figure += f"; best: {best} {_figure(other)}"
+    top = candidates[0] if candidates else {}
+    if c.get("tied") or (top.get("name") == name):
+        return _Answer(Line("choice", UNKNOWN, f"{figure} (within the 95% interval)"))
+    return _Answer(Line("choice", NO, figure))
