@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import Bench, ConfigError, EngineBackend, Ranking
+from pytest_specdecode import Bench, ConfigError, EngineBackend, GateError, Ranking
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.measure.choice import Candidate
 
@@ -225,3 +225,73 @@ def test_the_fixture_reports_the_ranking(
     assert isinstance(source, CountingSource)
     assert len({c.key for c in source.asked if c.speculative_json is None
                 and c.target == "org/target"}) == 1  # fmt: skip
+
+
+def _ranked(**speedups: tuple[float, tuple[float, float], str]) -> Ranking:
+    return Ranking.of("t.py::test_gate", {n: _result(*v) for n, v in speedups.items()})
+
+
+def test_assert_best_passes_for_the_best_or_within_the_tolerance() -> None:
+    ranking = _ranked(good=(2.0, (1.9, 2.1), "worth it"), near=(1.92, (1.8, 2.0), "worth it"),
+                      far=(1.5, (1.4, 1.6), "worth it"))  # fmt: skip
+    ranking.assert_best("good")
+    ranking.assert_best("near", within=0.05)  # 4% below the best
+    ranking.assert_best("far", within=0.25)
+    with pytest.raises(GateError) as info:
+        ranking.assert_best("near", within=0.03)
+    assert str(info.value) == (
+        "t.py::test_gate: the chosen draft near 1.92x (1.80-2.00x) is no longer the best: "
+        "good 2.00x (1.90-2.10x) is faster, and near's 1.92x is more than 3% below its 2.00x "
+        "(at least 1.94x needed). Ranking: good 2.00x (1.90-2.10x), near 1.92x (1.80-2.00x), "
+        "far 1.50x (1.40-1.60x)"
+    )
+
+
+def test_assert_best_fails_for_a_chosen_draft_not_worth_it() -> None:
+    ranking = _ranked(a=(0.9, (0.8, 0.95), "not worth it"), b=(0.7, (0.6, 0.8), "not worth it"))
+    with pytest.raises(GateError, match=r"the chosen draft a 0\.90x \(0\.80-0\.95x\) is the "
+                                        r"fastest but not worth it"):  # fmt: skip
+        ranking.assert_best("a")
+
+
+def test_assert_best_refuses_an_unknown_name_or_tolerance() -> None:
+    ranking = _ranked(a=(2.0, (1.9, 2.1), "worth it"))
+    with pytest.raises(ConfigError, match=r"assert_best\('b'\): no candidate of that name in "
+                                          r"t.py::test_gate; candidates: a"):  # fmt: skip
+        ranking.assert_best("b")
+    for bad in (-0.1, 1.0, "5%", True):
+        with pytest.raises(ConfigError, match=r"assert_best\(within=...\)"):
+            ranking.assert_best("a", within=bad)  # type: ignore[arg-type]
+
+
+GATE_SUITE = """
+import pytest
+
+CANDIDATES = {
+    "ngram": {"method": "ngram", "num_speculative_tokens": 2},
+    "small": {"method": "draft_model", "model": "org/small", "num_speculative_tokens": 3},
+}
+
+@pytest.mark.specdecode("chat", target="org/target", speculative_config=CANDIDATES["ngram"])
+def test_still_best(specdecode):
+    specdecode.choose_draft(["p"], CANDIDATES, max_tokens=4).assert_best("ngram", within=0.05)
+"""
+
+
+def test_the_ci_gate_fails_the_test_and_names_the_candidate(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chosen n-gram has fallen behind the draft model: the test fails, and the report
+    puts the failure under the chosen candidate's result."""
+    use_fake(pytester, monkeypatch, CountingSource({2: 1.4, 3: 2.2}))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    pytester.makepyfile(test_suite=GATE_SUITE)
+    result = pytester.runpytest_inprocess("--specdecode-report", "r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*GateError: test_suite.py::test_still_best: the chosen draft ngram 1.*x (*) is no "
+        "longer the best: small 2.*x (*) is faster, and ngram's 1.*x is more than 5% below *",
+    ])  # fmt: skip
+    report = json.loads((pytester.path / "r.json").read_text())
+    failures = {r["label"]: r["gate_failures"] for r in report["results"]}
+    assert failures["small"] == [] and "is no longer the best" in failures["ngram"][0]

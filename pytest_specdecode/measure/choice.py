@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engines.config import EngineConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, GateError
 from .result import Result, _finite
-from .verdict import WORTH
+from .verdict import NOT_WORTH, WORTH
 
 CANDIDATES_EXAMPLE = (
     'e.g. {"ngram": {"method": "ngram", "num_speculative_tokens": 4}, '
@@ -168,6 +168,44 @@ class Ranking:
             f"{_figure(self[best])} is the fastest worth it; {_figure(top)} is faster but "
             f"{top.verdict}"
         )
+
+    def assert_best(self, name: str, *, within: float = 0.05) -> None:
+        """CI gate: fail unless the chosen candidate ``name`` is still the fastest, or its
+        speedup is at most ``within`` (relative: 0.05 is 5%) below the fastest one's, and it is
+        not "not worth it" (its interval below 1.0, or over a memory gate).
+
+        Raises :class:`~pytest_specdecode.errors.GateError` naming both speedups and the
+        tolerance; an unknown name or a bad tolerance is a ``ConfigError``."""
+        __tracebackhide__ = True
+        if isinstance(within, bool) or not isinstance(within, int | float) or not 0 <= within < 1:
+            raise ConfigError(
+                f"assert_best(within=...): expected a relative tolerance from 0 to below 1 "
+                f"(0.05 is 5%), got {within!r}"
+            )
+        if name not in self.names:
+            raise ConfigError(
+                f"assert_best({name!r}): no candidate of that name in {self.nodeid}; "
+                f"candidates: {', '.join(self.names) or 'none'}"
+            )
+        chosen, top = self[name], self.candidates[0]
+        key = getattr(chosen.result, "key", None)
+        floor = top.speedup * (1 - within)
+        if not chosen.speedup >= floor:
+            raise GateError(
+                f"{self.nodeid}: the chosen draft {_figure(chosen)} is no longer the best: "
+                f"{_figure(top)} is faster, and {name}'s {chosen.speedup:.2f}x is more than "
+                f"{within * 100:g}% below its {top.speedup:.2f}x (at least {floor:.2f}x needed). "
+                f"Ranking: {', '.join(_figure(c) for c in self.candidates)}",
+                key,
+            )
+        if chosen.verdict == NOT_WORTH:
+            reasons = "; ".join(getattr(chosen.result, "verdict_reasons", ()) or ())
+            raise GateError(
+                f"{self.nodeid}: the chosen draft {_figure(chosen)} is "
+                f"{'the fastest' if chosen is top else f'within {within * 100:g}% of the fastest'} "
+                f"but not worth it{f': {reasons}' if reasons else ''}",
+                key,
+            )
 
     def summary(self) -> str:
         """One line: the candidates in order, ties marked, and the choice."""
