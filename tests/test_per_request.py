@@ -269,15 +269,16 @@ def test_a_bench_run_reports_each_prompts_acceptance() -> None:
 @needs_vllm
 @pytest.mark.slow
 def test_real_engines_report_every_prompts_acceptance_length(tmp_path: Path) -> None:
-    """One short run on the tiny pair: the speculative engine reports each prompt's acceptance
-    (per-request metrics on), the baseline starts although the option is in the shared
-    engine_kwargs, and every prompt's acceptance length lies in [1, k + 1]."""
+    """One short run on the tiny pair with the usual engine_kwargs: the speculative engine
+    reports each prompt's acceptance (per-request metrics on by default), and every prompt's
+    acceptance length lies in [1, k + 1]."""
     pair = build_pair(tmp_path)
     k = 4
     spec = {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": k}
     prompts = ["the hot word is", "water and people", "we can see him now", "long time no see"]
-    kwargs = {**ENGINE_KWARGS, REQUEST_METRICS_ARG: "detailed"}
-    with Bench(pair["target"], spec, kwargs, progress=None, max_engines=2, cost_ratio="off") as b:
+    with Bench(
+        pair["target"], spec, ENGINE_KWARGS, progress=None, max_engines=2, cost_ratio="off"
+    ) as b:
         result = b.run(prompts, max_tokens=32, trials=2)
     per_prompt = result.request_acceptance
     assert per_prompt is not None and len(per_prompt) == len(prompts), per_prompt
