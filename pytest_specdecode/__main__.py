@@ -1,8 +1,10 @@
-"""Command line: ``python -m pytest_specdecode compare OLD.json NEW.json``.
+"""Command line: ``python -m pytest_specdecode compare OLD.json NEW.json`` and
+``python -m pytest_specdecode html REPORT.json OUT.html``.
 
-Prints the same tables as the plugin, without running anything. Exit status: 0 when nothing
-regressed, 1 when something did, 2 on bad input (an unreadable or invalid file, a comparison in
-which no test matches, an output file that cannot be written).
+Prints the same tables (``html``: the "worth it?" checklist) as the plugin, without running
+anything. Exit status: 0 when nothing regressed, 1 when something did, 2 on bad input (an
+unreadable or invalid file, a comparison in which no test matches, an output file that cannot
+be written).
 """
 
 from __future__ import annotations
@@ -88,13 +90,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _html(args: argparse.Namespace) -> int:
     from .baselines import files as report
+    from .reporting.checklist import checklists
     from .reporting.html import render_html
 
-    page = render_html(report.load(args.report, "report file"))
+    data = report.load(args.report, "report file")
+    page = render_html(data)
     try:
         report.atomic_write_text(args.output, page)
     except OSError as exc:
         raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
+    for checklist in checklists(data):
+        _say("\n".join(checklist.text()))
     _say(f"wrote {args.output}")
     return 0
 

@@ -250,7 +250,8 @@ def test_one_checklist_per_target_and_proposer_with_the_choice() -> None:
     assert [c.title for c in found] == [
         "draft_model (draft) on target", "draft_model (worse) on target", "ngram on target",
     ]  # fmt: skip
-    choices = [answer(c, "choice") for c in found]
+    names = ("good", "worse", "ngram")
+    choices = [answer(c, f"choice: {name}") for c, name in zip(found, names, strict=True)]
     assert choices[0] == ("yes", "good ranks 1 of 3 in test_choose: 2.10x [1.95-2.26]; the "
                                  "best worth it")  # fmt: skip
     assert choices[1] == ("no", "worse ranks 2 of 3 in test_choose: 1.30x [1.20-1.40]; best: "

@@ -1,7 +1,14 @@
 from pytest_specdecode.baselines.compare import Verdict
 from pytest_specdecode.measure.figures import with_notes
 from pytest_specdecode.measure.result import Outcome, entry
-from pytest_specdecode.reporting.table import HEADERS, printable, render, render_comparison
+from pytest_specdecode.reporting.table import (
+    HEADERS,
+    printable,
+    ranking_line,
+    render,
+    render_comparison,
+    render_ranking,
+)
 
 from .helpers import fake_result
 
@@ -59,3 +66,66 @@ def test_a_hand_written_non_number_is_shown_not_a_crash() -> None:
     row = fake_result().to_dict()
     row["alpha"] = "n/a"
     assert " n/a " in render([row])
+
+
+def test_per_prompt_spread_column_only_when_measured() -> None:
+    plain = fake_result().to_dict()
+    assert "p10/p50/p90" not in render([plain])
+    spread = dict(plain, request_acceptance=[1.0, 2.0, 3.0, 4.0, 5.0, None])
+    lines = render([plain, spread]).splitlines()
+    assert "accept len p10/p50/p90" in lines[0]
+    assert (
+        lines[0].index("accept len ") < lines[0].index("accept len p10") < lines[0].index("alpha")
+    )
+    assert "1.40/3.00/4.60" in lines[3] and "1.40/3.00/4.60" not in lines[2]
+
+
+RANKING = {
+    "nodeid": "t.py::test_choose",
+    "best": "good",
+    "reason": "good 2.10x (1.95-2.26x) is the fastest and worth it",
+    "candidates": [
+        {"name": "good", "method": "draft_model", "num_speculative_tokens": 4, "speedup": 2.1,
+         "speedup_ci": [1.95, 2.26], "acceptance_rate": 0.78, "mean_acceptance_length": 4.1,
+         "alpha": 0.9, "cost_ratio": 0.21, "extra_memory_gib": 0.21, "verdict": "worth it",
+         "tied": False},
+        {"name": "ngram", "method": "ngram", "num_speculative_tokens": 4, "speedup": 2.0,
+         "speedup_ci": [1.9, 2.1], "acceptance_rate": 0.5, "mean_acceptance_length": 3.0,
+         "alpha": 0.7, "cost_ratio": 0.0, "extra_memory_gib": None, "verdict": "worth it",
+         "tied": True},
+    ],
+}  # fmt: skip
+
+
+def test_ranking_table_and_line() -> None:
+    lines = render_ranking(RANKING).splitlines()
+    assert lines[0].split()[:4] == ["rank", "candidate", "method", "(k)"]
+    assert lines[2].split() == (
+        "1 good draft_model (4) 2.10x [1.95-2.26] 0.78 4.10 0.90 0.21 0.21 worth it best".split()
+    )
+    assert lines[3].split()[-4:] == ["-", "worth", "it", "tied"]
+    assert ranking_line(RANKING) == (
+        "t.py::test_choose: draft ranking: good 2.10x (1.95-2.26x), ngram 2.00x (1.90-2.10x) "
+        "(tied); best: good"
+    )
+    assert ranking_line(dict(RANKING, best=None, reason="none is worth it: ...")).endswith(
+        "(tied); none is worth it: ..."
+    )
+
+
+def test_ranking_line_is_the_rankings_own_summary() -> None:
+    from types import SimpleNamespace
+
+    from pytest_specdecode.measure.choice import Ranking
+
+    results = {
+        name: SimpleNamespace(speedup=s, speedup_ci=ci, verdict=v, label=name, method="ngram",
+                              draft=None, num_speculative_tokens=2, acceptance_rate=0.5,
+                              mean_acceptance_length=2.0, alpha=0.5, cost_ratio=0.0,
+                              extra_memory_gib=None, verdict_reasons=[])
+        for name, s, ci, v in (("a", 1.4, (0.9, 2.0), "inconclusive"),
+                               ("b", 1.2, (1.1, 1.3), "worth it"))
+    }  # fmt: skip
+    ranking = Ranking.of("t.py::test_x", results)  # type: ignore[arg-type]
+    assert ranking_line(ranking.to_dict()) == ranking.summary()
+    assert ranking_line(Ranking.of("t", {}).to_dict()) == Ranking.of("t", {}).summary()

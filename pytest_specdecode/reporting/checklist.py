@@ -460,15 +460,16 @@ def _choices(
 
 def _choice(ranking: Row, candidates: Sequence[Row], place: int, c: Row) -> _Answer:
     name, best = str(c.get("name", "")), ranking.get("best")
+    question = f"choice: {name}"
     test = str(ranking.get("nodeid", "")).rsplit("::", 1)[-1]
     figure = f"{name} ranks {place} of {len(candidates)} in {test}: {_figure(c)}"
     if best == name:
-        return _Answer(Line("choice", YES, f"{figure}; the best worth it"))
+        return _Answer(Line(question, YES, f"{figure}; the best worth it"))
     if best is None:
-        return _Answer(Line("choice", UNKNOWN, f"{figure}; no candidate is worth it"))
+        return _Answer(Line(question, UNKNOWN, f"{figure}; no candidate is worth it"))
     other = next((o for o in candidates if o.get("name") == best), {})
     figure += f"; best: {best} {_figure(other)}"
     top = candidates[0] if candidates else {}
     if c.get("tied") or (top.get("name") == name):
-        return _Answer(Line("choice", UNKNOWN, f"{figure} (within the 95% interval)"))
-    return _Answer(Line("choice", NO, figure))
+        return _Answer(Line(question, UNKNOWN, f"{figure} (within the 95% interval)"))
+    return _Answer(Line(question, NO, figure))

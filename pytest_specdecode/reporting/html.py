@@ -15,15 +15,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from .table import label, render
+from .checklist import Checklist, checklists
+from .table import RANKING_HEADERS, label, ranking_rows, render
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+table { border-collapse: collapse; font-size: 0.85em; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.4em; text-align: left; vertical-align: top; }
+td { overflow-wrap: break-word; }
+#results td:first-child { overflow-wrap: anywhere; min-width: 9em; }
+#results td:last-child { overflow-wrap: anywhere; }
+#results.notes td:last-child { min-width: 14em; }
 th { background: #f3f3f3; }
 .chart { margin: 1em 0; } .env { color: #555; font-size: 0.85em; }
+.answer { font-size: 1.1em; max-width: 60em; }
+.yes { color: #1a7f37; font-weight: bold; } .no { color: #c62828; font-weight: bold; }
+.unknown { color: #777; font-weight: bold; }
 """
 
 
@@ -119,15 +127,101 @@ def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
     return charts
 
 
+def ranking_chart(ranking: Mapping[str, Any]) -> str:
+    """Speedup (95% interval) against extra memory, one point per candidate; a candidate
+    whose extra memory was not measured is plotted at 0 and said so."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    unmeasured = []
+    for c in ranking.get("candidates") or []:
+        speedup = c.get("speedup")
+        if speedup is None:
+            continue
+        memory = c.get("extra_memory_gib")
+        if memory is None:
+            unmeasured.append(str(c.get("name")))
+        low, high = c.get("speedup_ci") or (None, None)
+        low = speedup if low is None else low
+        high = speedup if high is None else high
+        best = c.get("name") == ranking.get("best")
+        ax.errorbar(
+            memory or 0.0, speedup, yerr=[[speedup - low], [high - speedup]], fmt="o",
+            color="C2" if best else ("C1" if c.get("tied") else "C0"), capsize=4,
+            markersize=8 if best else 6,
+        )  # fmt: skip
+        marks = " (best)" if best else (" (tied)" if c.get("tied") else "")
+        name = f"{c.get('name')}{marks}{' *' if memory is None else ''}"
+        where = (memory or 0.0, speedup)
+        ax.annotate(name, where, textcoords="offset points", xytext=(8, 4), fontsize=8)
+    ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
+    note = f"\n* not measured: {', '.join(unmeasured)} (plotted at 0)" if unmeasured else ""
+    ax.set_xlabel(f"extra memory beyond the baseline (GiB){note}")
+    ax.set_ylabel("speedup, 95% interval")
+    ax.set_title(f"{str(ranking.get('nodeid')).rsplit('::', 1)[-1]}: speedup against memory")
+    return _svg(fig)
+
+
+def _ranking_section(index: int, ranking: Mapping[str, Any]) -> list[str]:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEADERS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in ranking_rows(ranking)
+    )
+    best = ranking.get("best")
+    choice = f"best: {best}" if best is not None else "no candidate is worth it"
+    parts = [
+        f"<h2>Draft ranking: {html.escape(str(ranking.get('nodeid')))}</h2>",
+        f"<p>{html.escape(choice)} &mdash; {html.escape(str(ranking.get('reason') or ''))}</p>",
+        f"<table class='ranking'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+    ]
+    candidates = ranking.get("candidates") or []
+    unmeasured = [str(c.get("name")) for c in candidates if c.get("extra_memory_gib") is None]
+    if unmeasured:
+        parts.append(
+            f"<p class='env'>extra memory not measured for {html.escape(', '.join(unmeasured))}"
+            ": plotted at 0 GiB</p>"
+        )
+    parts.append(f"<div class='chart' id='ranking-{index}'>{ranking_chart(ranking)}</div>")
+    return parts
+
+
+def _checklist_section(found: list[Checklist]) -> list[str]:
+    """The short answer in words (one paragraph per target and proposer), then each
+    question's answer and figure."""
+    if not found:
+        return []
+    parts = ["<section id='checklist'>"]
+    for c in found:
+        parts.append(
+            f"<p class='answer'><b>{html.escape(c.title)}:</b> {html.escape(c.summary)}</p>"
+        )
+    parts.append("<h2>Worth it? The checklist</h2>")
+    for c in found:
+        rows = "".join(
+            f"<tr><td class='{html.escape(line.answer)}'>{html.escape(line.answer)}</td>"
+            f"<td>{html.escape(line.question)}</td><td>{html.escape(line.figure)}</td></tr>"
+            for line in c.lines
+        )
+        parts.append(
+            f"<p><b>{html.escape(c.title)}</b></p><table class='checklist'><thead><tr>"
+            f"<th>answer</th><th>question</th><th>figure</th></tr></thead><tbody>{rows}"
+            "</tbody></table>"
+        )
+    parts.append("</section>")
+    return parts
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The whole page for a report dict."""
     results = list(report.get("results") or [])
     env = report.get("environment") or {}
+    notes = " class='notes'" if any(r.get("notes") for r in results) else ""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         "<title>Speculative decoding report</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>Speculative decoding report</h1>",
+        *_checklist_section(checklists(report)),
         "<p class='env'>"
         + html.escape(
             f"vLLM {env.get('vllm')}, torch {env.get('torch')}, "
@@ -135,7 +229,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         )
         + "</p>",
         "<h2>Results</h2>",
-        render(results, tablefmt="html"),
+        f"<div id='results'{notes}>{render(results, tablefmt='html')}</div>",
         "<h2>Verdicts</h2><ul>",
     ]
     for r in results:
@@ -159,5 +253,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         )
         for j, chart in enumerate(sweep_charts(sweep)):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
+    for i, ranking in enumerate(report.get("rankings") or []):
+        parts += _ranking_section(i, ranking)
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -9,6 +9,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .checklist import spread
+
 #: Characters a terminal may act on rather than show: C0 and C1 controls, DEL, bidirectional
 #: overrides and isolates, line and paragraph separators.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
@@ -75,6 +77,12 @@ def _notes(row: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in (row.get("notes") or {}).items())
 
 
+def _spread(row: Mapping[str, Any]) -> str:
+    """The per-prompt acceptance lengths' p10/p50/p90, or "" when the result has none."""
+    values = spread(row.get("request_acceptance") or [])
+    return "" if values is None else "{:.2f}/{:.2f}/{:.2f}".format(*values)
+
+
 def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     """One table row per result dict (``Result.to_dict()`` or a report entry)."""
     out = []
@@ -94,6 +102,7 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
         f"{_num(r.get('speedup'), '.2f')}x [{_num(low, '.2f')}-{_num(high, '.2f')}]",
         _num(r.get("acceptance_rate"), ".2f"),
         _num(r.get("mean_acceptance_length"), ".2f"),
+        _spread(r),
         _num(r.get("alpha"), ".2f"),
         _num(r.get("efficiency"), ".2f"),
         _num(r.get("match_rate"), ".2f"),
@@ -104,16 +113,76 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: Columns shown only when some result fills them: (position in a row, header).
+OPTIONAL = ((8, "accept len p10/p50/p90"), (15, "notes"))
+
+
 def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> str:
-    """The summary table as text (``tablefmt="github"`` gives Markdown). A ``notes`` column
-    appears when any result carries notes."""
+    """The summary table as text (``tablefmt="github"`` gives Markdown). The per-prompt
+    acceptance length spread and a ``notes`` column appear when any result has them."""
     table = rows(results)
     headers = list(HEADERS)
-    if any(row[-1] for row in table):
-        headers.append("notes")
-    else:
-        table = [row[:-1] for row in table]
+    empty = set()
+    for index, header in OPTIONAL:
+        if any(row[index] for row in table):
+            headers.insert(index, header)
+        else:
+            empty.add(index)
+    table = [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+RANKING_HEADERS = (
+    "rank", "candidate", "method (k)", "speedup [95% CI]", "accept rate", "accept len",
+    "alpha", "cost ratio", "extra GiB", "verdict", "",
+)  # fmt: skip
+
+
+def ranking_rows(ranking: Mapping[str, Any]) -> list[list[str]]:
+    """One row per candidate of a ranking dict (``Ranking.to_dict()``), fastest first; the
+    last cell marks the best one and those tied with the fastest."""
+    out = []
+    for place, c in enumerate(ranking.get("candidates") or [], start=1):
+        low, high = c.get("speedup_ci") or (None, None)
+        best, tied = c.get("name") == ranking.get("best"), bool(c.get("tied"))
+        marks = ["best"] * best + ["tied"] * tied
+        cells = [
+            str(place),
+            str(c.get("name", "")),
+            f"{c.get('method')} ({c.get('num_speculative_tokens')})",
+            f"{_num(c.get('speedup'), '.2f')}x [{_num(low, '.2f')}-{_num(high, '.2f')}]",
+            _num(c.get("acceptance_rate"), ".2f"),
+            _num(c.get("mean_acceptance_length"), ".2f"),
+            _num(c.get("alpha"), ".2f"),
+            _num(c.get("cost_ratio"), ".2f"),
+            _num(c.get("extra_memory_gib"), ".2f"),
+            str(c.get("verdict") or "-"),
+            ", ".join(marks),
+        ]
+        out.append([printable(cell) for cell in cells])
+    return out
+
+
+def ranking_line(ranking: Mapping[str, Any]) -> str:
+    """One line: the candidates in order, ties marked, and the choice (as
+    ``Ranking.summary()`` says it)."""
+    figures = []
+    for c in ranking.get("candidates") or []:
+        low, high = c.get("speedup_ci") or (None, None)
+        figures.append(
+            f"{c.get('name')} {_num(c.get('speedup'), '.2f')}x ({_num(low, '.2f')}-"
+            f"{_num(high, '.2f')}x)" + (" (tied)" if c.get("tied") else "")
+        )
+    best = ranking.get("best")
+    choice = f"best: {best}" if best is not None else str(ranking.get("reason") or "no best")
+    return printable(f"{ranking.get('nodeid')}: draft ranking: {', '.join(figures)}; {choice}")
+
+
+def render_ranking(ranking: Mapping[str, Any], tablefmt: str = "simple") -> str:
+    """A ranking dict as a table, one row per candidate."""
+    return tabulate(
+        ranking_rows(ranking), headers=RANKING_HEADERS, tablefmt=tablefmt, disable_numparse=True
+    )
 
 
 COMPARISON_HEADERS = ("test", "figure", "stored", "now", "change", "p", "verdict")
