@@ -215,6 +215,17 @@ def test_the_fixture_reports_the_ranking(
         "*test_choose [[]ngram]*", "*test_choose [[]small]*",
         "choose_draft test_suite.py::test_choose: draft ranking: small 2.*x (*), "
         "ngram 1.*x (*); best: small",
+        "rank*candidate*method (k)*speedup [[]95% CI]*extra GiB*verdict",
+        "1 * small * draft_model (3) * 2.*x [[]*] * 0.10 * - * worth it * best",
+        "2 * ngram * ngram (2) * 1.*x [[]*] * 0.00 * - * worth it",
+        "*engine start(s)*",
+        "*- worth it? (per target and proposer) -*",
+        "ngram on org/target: worth it for chat at batch 2: 1.*x",
+        "  UNKNOWN batch size *",
+        "  NO      choice: ngram * ngram ranks 2 of 2 in test_choose: 1.*x [[]*]; best: small 2.*",
+        "draft_model (org/small) on org/target: worth it for chat at batch 2: 2.*x",
+        "  UNKNOWN spare memory *extra memory not measured; KV cache capacity not reported",
+        "  YES     choice: small * small ranks 1 of 2 in test_choose: 2.*; the best worth it",
     ])  # fmt: skip
     report = json.loads((pytester.path / "r.json").read_text())
     (ranking,) = report["rankings"]

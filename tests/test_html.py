@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,7 +26,17 @@ SPEC = {"method": "ngram", "num_speculative_tokens": 4}
 
 @pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC)
 def test_json(specdecode):
-    specdecode.run(["p"], max_tokens=4)
+    result = specdecode.run(["p"], max_tokens=4)
+    result.notes["detail"] = "a note long enough to run off a wide page " * 6
+    result.notes["path"] = "/very/long/unbroken/path/" * 6
+
+@pytest.mark.specdecode("chat", target="org/target", speculative_config=SPEC)
+def test_choose(specdecode):
+    ranking = specdecode.choose_draft(["p"], {
+        "ngram2": {"method": "ngram", "num_speculative_tokens": 2},
+        "ngram4": {"method": "ngram", "num_speculative_tokens": 4},
+    }, max_tokens=4)
+    ranking.assert_best("ngram4", within=0.2)
 
 @pytest.mark.specdecode("creative", target="org/target", speculative_config=SPEC)
 def test_prose(specdecode):
@@ -45,23 +56,75 @@ def report_page(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> P
     result = pytester.runpytest_inprocess(
         "--specdecode-html", "report.html", "--specdecode-report", "report.json"
     )
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*results written to report.html*"])
     return pytester.path / "report.html"
 
 
+#: speedup, acceptance, two sweep charts and the ranking's speedup against memory
+CHARTS = 5
+
+
 def test_page_is_self_contained_with_charts(report_page: Path) -> None:
     page = report_page.read_text()
-    assert page.count("<svg") == 4  # speedup, acceptance, and two sweep charts
+    assert page.count("<svg") == CHARTS
     assert "<script" not in page and 'src="http' not in page and 'href="http' not in page
     assert "Speedup by category" in page and "Acceptance per position" in page
     assert "worth it" in page and "<table>" in page
 
 
-def test_cli_renders_the_same_page(report_page: Path, tmp_path: Path) -> None:
+def test_the_short_answer_comes_first(report_page: Path) -> None:
+    """The checklist's answer in words is the first thing under the title, above the table."""
+    page = report_page.read_text()
+    body = page.split("<h1>Speculative decoding report</h1>", 1)[1]
+    first = re.match(r"\s*<section id='checklist'>\s*<p class='answer'>(.*?)</p>", body)
+    assert first is not None, body[:300]
+    # e.g. "worth it for creative at batch 1: 2.02x, chat at batch 1: 2.01x, structured at
+    # batch 1: 1.97x, concurrency at batch 1: 1.70x; gone by batch 16" (ordered by speedup)
+    answer = re.fullmatch(
+        r"<b>ngram on org/target:</b> worth it for ((\w+) at batch 1: (\d\.\d\d)x, ){3}"
+        r"concurrency at batch 1: 1\.\d\dx; gone by batch 16",
+        first.group(1),
+    )
+    assert answer is not None, first.group(1)
+    assert all(f"{c} at batch 1: " in first.group(1) for c in ("chat", "structured", "creative"))
+    assert body.index("Worth it? The checklist") < body.index("<h2>Results</h2>")
+    assert "<td class='no'>no</td><td>batch size</td><td>gone by batch 16" in body
+
+
+def test_the_ranking_section(report_page: Path) -> None:
+    page = report_page.read_text()
+    section = page.split("<h2>Draft ranking: test_suite.py::test_choose</h2>", 1)[1]
+    assert re.search(r"<tr><td>1</td><td>ngram[24]</td><td>ngram \([24]\)</td><td>\d\.\d\dx "
+                     r"\[\d\.\d\d-\d\.\d\d\]</td>", section)  # fmt: skip
+    assert "<th>extra GiB</th>" in section and ">best<" in section
+    # the fake measures no memory: both candidates are plotted at 0 and said so
+    assert "extra memory not measured for ngram" in section and "plotted at 0 GiB" in section
+    assert "speedup against memory" in section and "<svg" in section
+
+
+def test_the_json_report_has_the_checklist_and_the_ranking(report_page: Path) -> None:
+    report = json.loads(report_page.with_suffix(".json").read_text())
+    (checklist,) = report["checklist"]
+    assert checklist["proposer"] == "ngram" and checklist["target"] == "org/target"
+    questions = {line["question"]: line["answer"] for line in checklist["lines"]}
+    assert questions["batch size"] == "no" and questions["workload: structured"] == "yes"
+    # both candidates are ngram (k=2 and k=4), the faster the best, the other tied with it
+    assert {questions["choice: ngram2"], questions["choice: ngram4"]} == {"yes", "unknown"}
+    assert report["rankings"][0]["nodeid"] == "test_suite.py::test_choose"
+
+
+def test_cli_renders_the_same_page(
+    report_page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "again.html"
     assert cli_main(["html", str(report_page.with_suffix(".json")), str(out)]) == 0
-    assert out.read_text().count("<svg") == 4
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("ngram on org/target: worth it for ")
+    assert printed[2].split()[:3] == ["NO", "batch", "size"] and printed[-1] == f"wrote {out}"
+    page = out.read_text()
+    assert page.count("<svg") == CHARTS
+    assert page.index("<p class='answer'>") < page.index("<h2>Results</h2>")
 
 
 def _browser() -> str | None:
@@ -84,11 +147,11 @@ def test_headless_browser_shows_the_charts(report_page: Path, tmp_path: Path) ->
         [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
          report_page.as_uri()], capture_output=True, text=True, timeout=120,
     ).stdout  # fmt: skip
-    assert dom.count("<svg") == 4 and "Speedup by category" in dom
+    assert dom.count("<svg") == CHARTS and "Speedup by category" in dom
     shot = tmp_path / "page.png"
     subprocess.run(
         [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
-         "--window-size=1200,2400", report_page.as_uri()], capture_output=True, timeout=120,
+         "--window-size=1200,4000", report_page.as_uri()], capture_output=True, timeout=120,
     )  # fmt: skip
     image = Image.open(shot).convert("RGB")
     pixels = list(image.getdata())
@@ -97,3 +160,39 @@ def test_headless_browser_shows_the_charts(report_page: Path, tmp_path: Path) ->
     assert blue > 200, f"no chart visible in the screenshot ({blue} blue pixels)"
     assert sum(1 for p in pixels if p != (255, 255, 255)) > 0.02 * len(pixels)
     json.dumps({"screenshot": str(shot)})
+
+
+#: Added to a copy of the page (the report itself has no script): the rendered widths.
+WIDTH_PROBE = (
+    "<script>addEventListener('load', () => {"
+    "document.body.dataset.table = document.querySelector('#results table').scrollWidth;"
+    "document.body.dataset.page = document.documentElement.scrollWidth;});</script>"
+)
+
+
+def _rendered_widths(page: str, tmp_path: Path, name: str) -> tuple[int, int]:
+    """(results table, whole page) scrollWidth in a 1400 px wide headless browser."""
+    probe = tmp_path / f"{name}.html"
+    probe.write_text(page.replace("</body>", WIDTH_PROBE + "</body>"))
+    dom = subprocess.run(
+        [str(_browser()), *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+         "--window-size=1400,1000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    found = re.search(r'<body data-table="(\d+)" data-page="(\d+)"', dom)
+    assert found is not None, dom[:500]
+    return int(found.group(1)), int(found.group(2))
+
+
+@pytest.mark.skipif(_browser() is None, reason="no chromium installed (.ci/run installs it)")
+def test_results_table_fits_a_1400_px_page(report_page: Path, tmp_path: Path) -> None:
+    """Long notes wrap inside their cell instead of running off the right edge."""
+    page = report_page.read_text()
+    assert "a note long enough to run off a wide page" in page
+    table, whole = _rendered_widths(page, tmp_path, "page")
+    assert table <= 1400 and whole <= 1400, (table, whole)
+    # the check can fail: without the wrapping rules the same table runs past 1400 px
+    unwrapped = re.sub(r"#results[^\n]*\n", "", page).replace(" max-width: 100%;", "")
+    assert unwrapped != page
+    table, _ = _rendered_widths(unwrapped, tmp_path, "unwrapped")
+    assert table > 1400, table

@@ -65,3 +65,45 @@ def test_two_workers_one_table_one_report(pytester: pytest.Pytester) -> None:
     assert {r["worker"] for r in report["results"]} == {"gw0", "gw1"}
     assert report["session"]["workers"] == 2
     assert all(r["passed"] is True for r in report["results"])
+
+
+RANKING_SUITE = """
+import pytest
+
+CANDIDATES = {
+    "n2": {"method": "ngram", "num_speculative_tokens": 2},
+    "n4": {"method": "ngram", "num_speculative_tokens": 4},
+}
+
+@pytest.mark.parametrize("i", range(4))
+@pytest.mark.specdecode("chat", target="org/target", speculative_config=CANDIDATES["n2"])
+def test_choose(specdecode, i):
+    specdecode.choose_draft(["p"], CANDIDATES, max_tokens=4).assert_best("n2", within=0.5)
+"""
+
+
+def test_rankings_made_in_workers_reach_the_controller(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=RANKING_SUITE)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "--specdecode-report", "report.json")  # fmt: skip
+    result.assert_outcomes(passed=4)
+    summary = result.stdout.str().split("speculative decoding summary", 1)[1]
+    lines = [line for line in summary.splitlines() if line.startswith("choose_draft ")]
+    assert sorted(line.split(": draft ranking")[0] for line in lines) == [
+        f"choose_draft test_suite.py::test_choose[{i}]" for i in range(4)
+    ]
+    assert all("draft ranking: n" in line and "; best: n" in line for line in lines)
+    assert summary.count("rank    candidate") == 4  # each ranking's table
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {r["worker"] for r in report["results"]} == {"gw0", "gw1"}
+    rankings = report["rankings"]
+    assert sorted(r["nodeid"] for r in rankings) == [
+        f"test_suite.py::test_choose[{i}]" for i in range(4)
+    ]
+    for ranking in rankings:
+        assert sorted(c["name"] for c in ranking["candidates"]) == ["n2", "n4"]
+        assert ranking["best"] in ("n2", "n4") and ranking["reason"]
+    (checklist,) = report["checklist"]
+    choices = [line for line in checklist["lines"] if line["question"].startswith("choice: ")]
+    assert len(choices) == 8  # both candidates of each of the four rankings

@@ -198,6 +198,9 @@ def pytest_runtest_makereport(
                 "specdecode_results": [{**state.entry(r), "worker": worker} for r in results],
                 "specdecode_verdicts": [vars(v) for v in state.verdicts if v.nodeid == item.nodeid],
                 "specdecode_engine_info": dict(state.engine_info),
+                "specdecode_rankings": [
+                    r.to_dict() for r in state.rankings if r.nodeid == item.nodeid
+                ],
             }
             report.__dict__.update(to_wire(extra))
     return report
@@ -279,18 +282,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
     if state is None or not (state.results or state.remote_results):
         return
-    from ..reporting.table import render
+    from ..reporting.table import printable, ranking_line, render, render_ranking
 
     terminalreporter.write_sep("=", "speculative decoding summary")
     terminalreporter.write_line(render(state.result_dicts(with_outputs=False)))
     for sweep in state.sweeps:
         terminalreporter.write_line(f"sweep {sweep.summary()}")
-    for ranking in state.rankings:
-        terminalreporter.write_line(f"choose_draft {ranking.summary()}")
+    for ranking in state.ranking_dicts():
+        terminalreporter.write_line(f"choose_draft {ranking_line(ranking)}")
+        terminalreporter.write_line(render_ranking(ranking))
     terminalreporter.write_line(
         f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
         "per paired round (geometric mean); accept rate = accepted / draft tokens"
     )
+    terminalreporter.write_sep("-", "worth it? (per target and proposer)")
+    for checklist in state.checklists():
+        for line in checklist.text():
+            terminalreporter.write_line(printable(line))
     for name, path in state.written:
         what = "baseline updated" if name == "baseline" else "results written to"
         terminalreporter.write_line(f"{what} {path}" if name != "baseline" else f"{what}: {path}")

@@ -27,6 +27,7 @@ from ..engines.protocol import EngineSource
 from ..errors import ConfigError, GateError
 from ..measure.result import Outcome, Result, entry
 from ..measure.sequential import Reference
+from ..reporting.checklist import Checklist, checklists
 from ..settings import BY_NAME, MIN_BASELINE_ROUNDS, GlobalSettings, check_served_pair
 from .marker import TestSpec
 
@@ -51,6 +52,8 @@ class SpecDecodeSession:
     sweeps: list[Any] = field(default_factory=list)
     #: draft rankings made with ``specdecode.choose_draft``
     rankings: list[Any] = field(default_factory=list)
+    #: rankings received from pytest-xdist workers, as ``Ranking.to_dict()`` (controller only)
+    remote_rankings: list[dict[str, Any]] = field(default_factory=list)
     #: distribution checks made with ``specdecode.sample_equivalence``
     distribution_checks: list[Any] = field(default_factory=list)
     #: how each test judged its results, by result key (node id, label)
@@ -172,10 +175,15 @@ class SpecDecodeSession:
         return local + remote
 
     def receive(
-        self, results: list[dict[str, Any]], verdicts: list[dict[str, Any]], info: dict[str, Any]
+        self,
+        results: list[dict[str, Any]],
+        verdicts: list[dict[str, Any]],
+        info: dict[str, Any],
+        rankings: list[dict[str, Any]] | None = None,
     ) -> None:
         """Take what a pytest-xdist worker reported for one test."""
         self.remote_results.extend(results)
+        self.remote_rankings.extend(rankings or [])
         self.verdicts.extend(Verdict(**v) for v in verdicts)
         if info and not self.engine_info:
             self.engine_info.update(info)
@@ -257,11 +265,26 @@ class SpecDecodeSession:
         data = report.build(self.result_dicts(), self.environment(), session)
         if self.sweeps:
             data["sweeps"] = [s.to_dict() for s in self.sweeps]
-        if self.rankings:
-            data["rankings"] = [r.to_dict() for r in self.rankings]
+        if self.rankings or self.remote_rankings:
+            data["rankings"] = self.ranking_dicts()
         if self.distribution_checks:
             data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
+        if data["results"]:
+            data["checklist"] = [c.to_dict() for c in checklists(data)]
         return data
+
+    def ranking_dicts(self) -> list[dict[str, Any]]:
+        """Every ``choose_draft`` ranking of the session as a dict: local ones, then those
+        from pytest-xdist workers."""
+        return [r.to_dict() for r in self.rankings] + self.remote_rankings
+
+    def checklists(self) -> list[Checklist]:
+        """The "worth it?" checklist of every target and proposer measured so far."""
+        return checklists({
+            "results": self.result_dicts(with_outputs=False),
+            "sweeps": [s.to_dict() for s in self.sweeps],
+            "rankings": self.ranking_dicts(),
+        })  # fmt: skip
 
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:

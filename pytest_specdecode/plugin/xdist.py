@@ -2,7 +2,8 @@
 
 The controller assigns ``CUDA_VISIBLE_DEVICES`` to each worker through ``workerinput``; the
 worker sets it before any engine process starts (engines inherit it), and nothing in the
-pytest processes initialises CUDA. Results travel back on the test reports.
+pytest processes initialises CUDA. Results (and each test's verdicts and ``choose_draft``
+rankings) travel back on the test reports, as plain JSON types (:func:`to_wire`).
 """
 
 from __future__ import annotations
@@ -72,4 +73,5 @@ class XdistController:
                 results,
                 getattr(report, "specdecode_verdicts", []),
                 getattr(report, "specdecode_engine_info", {}),
+                getattr(report, "specdecode_rankings", []),
             )
