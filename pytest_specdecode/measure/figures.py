@@ -178,16 +178,21 @@ def build_result(
 
 
 def with_theory(result: Result, cost_ratio: float | None) -> Result:
-    """``result`` with alpha, the cost ratio, the predicted speedup and the efficiency."""
-    from .theory import alpha_from_counts, predicted_speedup
+    """``result`` with alpha (short drafts accounted for by the draft-token count), the cost
+    ratio, the predicted speedup and the efficiency (measured speedup over what the measured
+    tokens per step allow at this cost ratio)."""
+    from .theory import alpha_from_counts, predicted_speedup, speedup_from_tokens_per_step
 
     k = result.num_speculative_tokens
     counts = [round(p * result.num_drafts) for p in result.acceptance_per_position]
-    alpha = alpha_from_counts(result.num_drafts, counts)
+    alpha = alpha_from_counts(result.num_drafts, counts, result.num_draft_tokens)
     predicted = efficiency = None
-    if alpha is not None and cost_ratio is not None and k > 0:
-        predicted = predicted_speedup(alpha, k, cost_ratio)
-        efficiency = result.speedup / predicted
+    if cost_ratio is not None and k > 0:
+        if alpha is not None:
+            predicted = predicted_speedup(alpha, k, cost_ratio)
+        if result.num_drafts > 0:
+            allowed = speedup_from_tokens_per_step(result.mean_acceptance_length, k, cost_ratio)
+            efficiency = result.speedup / allowed
     return replace(
         result,
         alpha=alpha,
