@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .result import Result
+from .theory import first_position_acceptance, hopeless, speedup_from_tokens_per_step
 
 WORTH = "worth it"
 NOT_WORTH = "not worth it"
@@ -22,16 +23,21 @@ def judge(result: Result, *, max_extra_memory_gib: float | None = None) -> tuple
         reasons.append(f"faster: speedup {result.speedup:.2f}x (95% CI {low:.2f}-{high:.2f}x)")
     else:
         reasons.append(f"the speedup's 95% interval {low:.2f}-{high:.2f}x contains 1.0")
-    if result.alpha is not None and result.cost_ratio is not None:
-        if result.alpha <= result.cost_ratio:
+    first = first_position_acceptance(result.acceptance_per_position)
+    if result.cost_ratio is not None and first is not None and result.num_drafts:
+        c = result.cost_ratio
+        if hopeless(first, c):
             reasons.append(
-                f"acceptance too low for this cost ratio: alpha {result.alpha:.2f} <= draft/"
-                f"target cost {result.cost_ratio:.2f}, so no k can win"
+                f"acceptance too low for this cost ratio: first draft token accepted "
+                f"{first:.2f} <= draft/target cost {c:.2f}, so even k=1 cannot win "
+                "(nor a longer draft, with acceptance not rising along positions)"
             )
         elif result.efficiency is not None and result.efficiency < 0.7:
+            allowed = speedup_from_tokens_per_step(result.mean_acceptance_length, k, c)
             reasons.append(
                 f"overhead: the measured speedup is {result.efficiency:.0%} of the "
-                f"{result.predicted_speedup:.2f}x that alpha {result.alpha:.2f} and k={k} predict"
+                f"{allowed:.2f}x that {result.mean_acceptance_length:.2f} tokens per step "
+                f"and k={k} allow at cost ratio {c:.2f}"
             )
     elif result.acceptance_rate < 0.3 and result.num_drafts:
         reasons.append(f"low acceptance: {result.acceptance_rate:.2f} of draft tokens accepted")
