@@ -108,10 +108,12 @@ def _has_request_metrics() -> bool:
     """Whether the installed vLLM's engine arguments include per-request metrics."""
     import dataclasses
 
-    from vllm.engine.arg_utils import EngineArgs
-
     from .protocol import REQUEST_METRICS_ARG
 
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:  # a vLLM without it (or a stand-in): no per-request metrics
+        return False
     return REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}
 
 
