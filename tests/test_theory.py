@@ -179,3 +179,15 @@ def test_hopeless_means_no_k_wins_when_acceptance_does_not_rise() -> None:
                 survive *= p1 * decay ** (k - 1)
                 tokens += survive
                 assert tokens / (c * k + 1) <= 1.0 + 1e-12
+
+
+def test_alpha_comes_from_the_reported_draft_lengths_when_there_are_some() -> None:
+    """One 2-token draft fully accepted and one 4-token draft with 2 accepted: 0.8 from the
+    per-step arrays a request reports (the counters alone would say 0.667)."""
+    from pytest_specdecode.engines.protocol import RequestFigures, Round
+    from pytest_specdecode.measure.figures import alpha_from_rounds
+
+    request = RequestFigures((1,), "a", None, None, per_step_accepted=(2, 2),
+                             per_step_drafted=(2, 4))  # fmt: skip
+    assert alpha_from_rounds([Round(1.0, (request,))]) == pytest.approx(0.8)
+    assert alpha_from_rounds([Round(1.0, (RequestFigures((1,), "a", None, None),))]) is None

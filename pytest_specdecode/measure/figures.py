@@ -82,6 +82,21 @@ def request_acceptance(rounds: Sequence[Round]) -> tuple[float | None, ...] | No
     )
 
 
+def alpha_from_rounds(rounds: Sequence[Round]) -> float | None:
+    """Per-token acceptance from the per-step draft lengths the engine reported (vLLM's
+    detailed per-request metrics), None when it reported none."""
+    from .theory import alpha_from_steps
+
+    accepted: list[int] = []
+    drafted: list[int] = []
+    for round_ in rounds:
+        for q in round_.requests:
+            if q.per_step_accepted is not None and q.per_step_drafted is not None:
+                accepted.extend(q.per_step_accepted)
+                drafted.extend(q.per_step_drafted)
+    return alpha_from_steps(accepted, drafted) if drafted else None
+
+
 #: Most prompts named as gaining least.
 LEAST_GAIN = 3
 
@@ -170,6 +185,7 @@ def build_result(
         num_accepted_tokens=counters.num_accepted_tokens, match_rate=match_rate,
         divergences=divergences, baseline=base, speculative=spec, label=label,
         samples=samples, extra_memory_gib=extra, request_acceptance=per_prompt,
+        alpha=alpha_from_rounds(raw.speculative),
         least_gain=least,
     )  # fmt: skip
     if per_prompt is not None and least:
@@ -178,14 +194,17 @@ def build_result(
 
 
 def with_theory(result: Result, cost_ratio: float | None) -> Result:
-    """``result`` with alpha (short drafts accounted for by the draft-token count), the cost
-    ratio, the predicted speedup and the efficiency (measured speedup over what the measured
-    tokens per step allow at this cost ratio)."""
+    """``result`` with alpha (from the real draft lengths when the engine reported them per
+    step, else from the counters with short drafts accounted for by the draft-token count), the
+    cost ratio, the predicted speedup and the efficiency (measured speedup over what the
+    measured tokens per step allow at this cost ratio)."""
     from .theory import alpha_from_counts, predicted_speedup, speedup_from_tokens_per_step
 
     k = result.num_speculative_tokens
     counts = [round(p * result.num_drafts) for p in result.acceptance_per_position]
-    alpha = alpha_from_counts(result.num_drafts, counts, result.num_draft_tokens)
+    alpha = result.alpha
+    if alpha is None:
+        alpha = alpha_from_counts(result.num_drafts, counts, result.num_draft_tokens)
     predicted = efficiency = None
     if cost_ratio is not None and k > 0:
         if alpha is not None:

@@ -79,7 +79,7 @@ class Result:
     baseline: EngineFigures
     speculative: EngineFigures
     label: str = ""
-    alpha: float | None = None  # per-token acceptance (MLE from per-position counts)
+    alpha: float | None = None  # per-token acceptance (per-step draft lengths, else counters)
     cost_ratio: float | None = None  # draft step time / target step time (measured)
     predicted_speedup: float | None = None  # Leviathan's bound from alpha, k and cost_ratio
     efficiency: float | None = None  # measured speedup / predicted speedup
