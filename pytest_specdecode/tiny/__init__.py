@@ -1,13 +1,15 @@
-"""The built-in tiny CPU model pair: a trained target and a one-layer draft sharing a tokenizer.
+"""The built-in tiny CPU models: a trained target and two one-layer drafts sharing its tokenizer.
 
 >>> from pytest_specdecode.tiny import tiny_models
 >>> models = tiny_models()      # pads the target on first use, into a cache folder
 >>> models.target, models.draft  # folders vLLM can load (tokenizer included)
+>>> models.weak_draft            # the draft's shape trained on 25 of its 700 steps: worse
 
-The committed weights (``weights/target`` and ``weights/draft``) are small. On first use the
-target is copied with zero-residual layers appended (see :func:`~.build.pad_llama`) up to
-:data:`TARGET_LAYERS` layers: it computes the same tokens, at a cost per step that gives
-speculative decoding something to save on a CPU. See ``MODEL_CARD.md``.
+The committed weights (``weights/target``, ``weights/draft``, ``weights/weak_draft``) are
+small. On first use the target is copied with zero-residual layers appended (see
+:func:`~.build.pad_llama`) up to :data:`TARGET_LAYERS` layers: it computes the same tokens, at
+a cost per step that gives speculative decoding something to save on a CPU. See
+``MODEL_CARD.md``.
 
 This module imports neither torch nor transformers until a model has to be built.
 """
@@ -53,6 +55,8 @@ class TinyModels:
     target: Path
     #: The one-layer draft model.
     draft: Path
+    #: A one-layer draft trained far less: lower acceptance, for ranking proposers.
+    weak_draft: Path
     #: The trained target without padding (cheap; same next-token function as ``target``).
     target_unpadded: Path
 
@@ -133,5 +137,8 @@ def tiny_models(cache_dir: Path | None = None) -> TinyModels:
     if not _complete(target):
         _build_target(target)
     return TinyModels(
-        target=target, draft=WEIGHTS_DIR / "draft", target_unpadded=WEIGHTS_DIR / "target"
+        target=target,
+        draft=WEIGHTS_DIR / "draft",
+        weak_draft=WEIGHTS_DIR / "weak_draft",
+        target_unpadded=WEIGHTS_DIR / "target",
     )

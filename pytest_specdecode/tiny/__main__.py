@@ -10,6 +10,7 @@ def main() -> None:
     models = tiny_models()
     print(f"target: {models.target}")
     print(f"draft: {models.draft}")
+    print(f"weak_draft: {models.weak_draft}")
     print(f"target_unpadded: {models.target_unpadded}")
 
 

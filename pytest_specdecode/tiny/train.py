@@ -1,17 +1,21 @@
-"""Train the built-in tiny target and draft models (seeded, CPU only, a few minutes).
+"""Train the built-in tiny target and drafts (seeded, CPU only, a few minutes).
 
 Usage::
 
     python -m pytest_specdecode.tiny.train --out pytest_specdecode/tiny/weights
+    python -m pytest_specdecode.tiny.train --only weak_draft   # keep target and draft
 
-writes ``target/`` and ``draft/`` (config, ``model.safetensors``, tokenizer) and ``training.json``
-(seed, corpus sizes, steps, final losses, time taken). Reruns with the same seed, thread count and
-torch version give the same weights.
+writes ``target/``, ``draft/`` and ``weak_draft/`` (config, ``model.safetensors``, tokenizer) and
+``training.json`` (seeds, corpus sizes, steps, final losses, time taken, weight hashes). Reruns
+with the same seed, thread count and torch version give the same weights: each model is seeded
+with ``seed`` plus its place in :data:`MODELS`, so ``--only`` trains a model exactly as a full
+run would, on the tokenizer already in ``out/target``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -26,6 +30,9 @@ from pytest_specdecode.tiny import corpus
 from pytest_specdecode.tiny.build import build_tokenizer, llama_config
 
 EOS_ID = 1
+
+#: The models a full run trains, in order (each one's seed is ``seed`` + its index).
+MODELS = ("target", "draft", "weak_draft")
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,13 @@ class TrainConfig:
     draft: ModelSpec = field(
         default_factory=lambda: ModelSpec(
             layers=1, hidden_size=128, intermediate_size=384, steps=700, lr=5e-3
+        )
+    )
+    #: The draft's shape trained on 25 of its 700 steps: a worse proposer (lower acceptance,
+    #: same cost per step), for ranking proposers.
+    weak_draft: ModelSpec = field(
+        default_factory=lambda: ModelSpec(
+            layers=1, hidden_size=128, intermediate_size=384, steps=25, lr=5e-3
         )
     )
 
@@ -189,11 +203,30 @@ def _train_model(
     return model, info
 
 
-def train(out: Path, config: TrainConfig | None = None, threads: int = 2) -> dict[str, Any]:
-    """Generate the corpus, train tokenizer, target and draft, and write them under ``out``."""
+def train(
+    out: Path,
+    config: TrainConfig | None = None,
+    threads: int = 2,
+    only: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Generate the corpus, train the tokenizer and every model of :data:`MODELS`, and write
+    them under ``out``.
+
+    ``only`` names the models to (re)train into an existing ``out``: the tokenizer is the one in
+    ``out/target``, the other models stay, and ``training.json`` gets the new entries.
+    """
+    config = config or TrainConfig()
+    names = tuple(only) if only else MODELS
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    if only and not (Path(out) / "target" / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{Path(out) / 'target'} holds no model; train every model first (without --only)"
+        )
+
     import torch
 
-    config = config or TrainConfig()
     torch.set_num_threads(threads)
     random.seed(config.seed)
     torch.manual_seed(config.seed)
@@ -203,11 +236,36 @@ def train(out: Path, config: TrainConfig | None = None, threads: int = 2) -> dic
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
 
+    try:
+        result = _train_into(tmp, out, config, names, threads, only=bool(only))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    if only:
+        _merge_into(out, tmp, names, result)
+    else:
+        (tmp / "training.json").write_text(json.dumps(result, indent=1) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return result
+
+
+def _train_into(
+    tmp: Path, out: Path, config: TrainConfig, names: Sequence[str], threads: int, *, only: bool
+) -> dict[str, Any]:
+    """Corpus, tokenizer (``out/target``'s when ``only``) and the models ``names`` into ``tmp``;
+    the record of the run."""
+    import torch
+
     docs = corpus.training_documents(config.documents, config.seed)
     tok_dir = tmp / "tokenizer"
-    build_tokenizer(
-        tok_dir, _tokenizer_texts(docs[: config.tokenizer_documents]), config.vocab_size
-    )
+    if only:
+        _copy_tokenizer(out / "target", tok_dir, config.vocab_size)
+    else:
+        build_tokenizer(
+            tok_dir, _tokenizer_texts(docs[: config.tokenizer_documents]), config.vocab_size
+        )
     ids, starts = _tokenize(tok_dir, docs)
     stream = torch.tensor(ids, dtype=torch.long)
     print(f"corpus: {len(docs)} documents, {len(ids)} tokens", flush=True)
@@ -224,21 +282,57 @@ def train(out: Path, config: TrainConfig | None = None, threads: int = 2) -> dic
         },
         "vocab_size": config.vocab_size,
     }
-    for offset, name in enumerate(("target", "draft")):
+    if only:
+        _recorded(out, result)  # refused before training, not after
+    for name in names:
         spec: ModelSpec = getattr(config, name)
-        model, info = _train_model(
-            spec, config.vocab_size, stream, starts, config.seed + offset, name
-        )
+        seed = config.seed + MODELS.index(name)
+        model, info = _train_model(spec, config.vocab_size, stream, starts, seed, name)
         model.save_pretrained(str(tmp / name))
         for f in tok_dir.iterdir():
             shutil.copy2(f, tmp / name / f.name)
-        result[name] = info
+        result[name] = {"seed": seed, **info, "sha256": weights_sha256(tmp / name)}
     shutil.rmtree(tok_dir)
-    result["seconds"] = round(time.perf_counter() - t0, 1)
-    (tmp / "training.json").write_text(json.dumps(result, indent=1) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
     return result
+
+
+def weights_sha256(folder: Path) -> str:
+    """The SHA-256 of a model folder's ``model.safetensors`` (recorded in ``training.json``)."""
+    return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()
+
+
+def _copy_tokenizer(src: Path, dst: Path, vocab_size: int) -> None:
+    """Copy the tokenizer files of the model folder ``src`` into ``dst``."""
+    vocab = json.loads((src / "config.json").read_text())["vocab_size"]
+    if vocab != vocab_size:
+        raise ValueError(f"{src} has a vocabulary of {vocab} tokens, the config {vocab_size}")
+    dst.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name.startswith("tokenizer") or f.name == "special_tokens_map.json":
+            shutil.copy2(f, dst / f.name)
+
+
+def _recorded(out: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """``out/training.json`` (empty when missing), refused when it describes another corpus,
+    seed or vocabulary than this run's: models trained with ``only`` join the others there."""
+    record = out / "training.json"
+    data: dict[str, Any] = json.loads(record.read_text()) if record.is_file() else {}
+    for key in ("seed", "corpus", "vocab_size"):
+        if key in data and data[key] != result[key]:
+            raise ValueError(f"{record}: {key} is {data[key]!r}, this run's {result[key]!r}")
+    return data
+
+
+def _merge_into(out: Path, tmp: Path, names: Sequence[str], result: dict[str, Any]) -> None:
+    """Move the models trained with ``only`` into ``out`` and add them to its
+    ``training.json``."""
+    data = _recorded(out, result)
+    for name in names:
+        shutil.rmtree(out / name, ignore_errors=True)
+        (tmp / name).rename(out / name)
+        data[name] = {**result[name], "threads": result["threads"], "torch": result["torch"]}
+    (out / "training.json").write_text(json.dumps(data, indent=1) + "\n")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -247,8 +341,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "weights")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=MODELS,
+        help="train only these models into an existing --out (its tokenizer, target kept)",
+    )
     args = parser.parse_args(argv)
-    result = train(args.out, TrainConfig(seed=args.seed), threads=args.threads)
+    result = train(args.out, TrainConfig(seed=args.seed), threads=args.threads, only=args.only)
     print(json.dumps(result, indent=1))
 
 
