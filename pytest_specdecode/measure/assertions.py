@@ -92,8 +92,8 @@ def _assert_same_distribution(check: DistributionCheck) -> None:
         )
     raise GateError(
         f"{check.nodeid}: the speculative engine samples another distribution at temperature "
-        f"{check.temperature:g}: p = {check.p_value:.2g} < {check.alpha:g} (Bonferroni over "
-        f"{len(check.tests)} position tests, {check.samples_per_engine} samples of "
+        f"{check.temperature:g}: p = {check.p_value:.2g} < {check.alpha:g} ({check.rule}, "
+        f"{check.samples_per_engine} samples of "
         f"{check.tokens} tokens per engine){detail}"
     )
 
