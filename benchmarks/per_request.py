@@ -20,7 +20,9 @@ the rounds a busy machine stretches), and the machine's load average before and 
 - ``--same-engine``: one in-process ``vllm.LLM`` (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)
   whose scheduler's metrics level is switched between rounds: the same process, memory and
   threads on both sides, so the ratio is the metrics' cost alone (without the msgpack
-  encoding between engine core and front end, which the last line times).
+  encoding between engine core and front end, which the last line times). With
+  ``--cpu-time`` its rounds are timed by the process's CPU seconds (all threads): the work
+  done, which other load on a shared machine disturbs less than wall time.
 
 Last, as a check that needs no quiet machine: vLLM's own per-request bookkeeping for one round
 timed alone (the worker reads the metrics after its clock stops, so the plugin's handling of
@@ -105,9 +107,10 @@ def same_engine(target: str, spec: dict[str, Any], run: Callable[[Generate], Non
 
     def generate(level: str) -> tuple[float, list[tuple[int, ...] | None]]:
         scheduler.spec_decode_metrics_level = level  # read per request and per step
-        start = time.perf_counter()
+        clock = time.process_time if CPU_TIME else time.perf_counter
+        start = clock()
         outputs = llm.generate(WORKLOAD, params, use_tqdm=False)
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         metrics = [o.outputs[0].spec_decode_metrics for o in outputs]
         return elapsed, [None if m is None else tuple(m.per_step_drafted) for m in metrics]
 
@@ -145,6 +148,8 @@ def report(found: dict[str, Any], args: argparse.Namespace) -> None:
     from pytest_specdecode.engines.hardware import cpu_model
 
     how = "one in-process engine switched" if args.same_engine else "two engine workers"
+    if CPU_TIME:
+        how += " (rounds timed by the process's CPU seconds, all threads)"
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores")
     print(f"per-request metrics reported: none {reported['none']}, detailed {reported['detailed']}")
     print(
@@ -209,6 +214,7 @@ def bookkeeping_seconds(steps: list[tuple[int, ...]], k: int, repeats: int = 200
 
 WORKLOAD: list[str] = []
 SAMPLING: dict[str, Any] = {}
+CPU_TIME = False  # --same-engine --cpu-time: time rounds by this process's CPU time
 
 
 def main() -> None:
@@ -218,7 +224,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     parser.add_argument("--same-engine", action="store_true", help="one engine, level switched")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="with --same-engine: CPU seconds, not wall"
+    )
     args = parser.parse_args()
+    global CPU_TIME
+    CPU_TIME = args.cpu_time and args.same_engine
 
     from pytest_specdecode.tiny import tiny_models
 
