@@ -24,14 +24,23 @@ pytestmark = [needs_vllm, pytest.mark.slow]
 
 SUITE = """
 import pytest
+from pytest_specdecode.tiny.corpus import prompts
 
 DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens": 4}}
+NGRAM = {{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+          "prompt_lookup_min": 2}}
 
 @pytest.mark.parametrize("case", ["a", "b"])
 @pytest.mark.specdecode("structured", speculative_config=DRAFT)
 def test_case(specdecode, case):
     specdecode.run(["the hot word is", "water and people"], max_tokens=16)
     specdecode.run(["we can see him now"], max_tokens=16, label="second")
+
+@pytest.mark.specdecode("structured", speculative_config=DRAFT)
+def test_choice(specdecode):
+    specdecode.choose_draft(
+        prompts("structured", 2, seed=1), {{"draft": DRAFT, "ngram": NGRAM}}, max_tokens=32
+    )
 """
 
 
@@ -77,7 +86,12 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
     assert sorted((r["nodeid"].split("::")[-1], r["label"]) for r in results) == [
         ("test_case[a]", ""), ("test_case[a]", "second"),
         ("test_case[b]", ""), ("test_case[b]", "second"),
+        ("test_choice", "draft"), ("test_choice", "ngram"),
     ]  # fmt: skip
+    # the ranking made in a worker reached the controller's report
+    rankings = runs["saved"]["rankings"]
+    assert [sorted(c["name"] for c in r["candidates"]) for r in rankings] == [["draft", "ngram"]]
+    assert rankings[0]["nodeid"].endswith("test_choice")
     assert {r["worker"] for r in results} == {"gw0", "gw1"}
     assert {len(r["ratios"]) for r in results} == {20}  # a baseline takes its own rounds
     assert runs["saved"]["environment"]["torch"].endswith("+cpu")
@@ -86,16 +100,17 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
 def test_every_parametrized_case_reaches_the_controller_table(runs: dict[str, Any]) -> None:
     out = runs["out"]
     assert runs["code"] == 1, out
-    assert "2 failed" in out, out
+    assert "3 failed" in out, out
     table = out.split("comparison with the baseline", 1)[1]
     rows = [line for line in table.splitlines() if "REGRESSED" in line]
     assert sorted(line.split()[0] for line in rows) == [
         "test_case[a]", "test_case[a][second]", "test_case[b]", "test_case[b][second]",
+        "test_choice[draft]", "test_choice[ngram]",
     ], out  # fmt: skip
     assert "missing from this run" not in out
     # the sequential rule decided each case before its most rounds (20)
     decided = re.findall(r"speedup regressed: .*, decided after (\d+) rounds", out)
-    assert len(decided) >= 4 and all(int(n) < 20 for n in decided), out
+    assert len(decided) >= 6 and all(int(n) < 20 for n in decided), out
 
 
 def test_no_engine_outlives_either_run(runs: dict[str, Any]) -> None:
