@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..measure.sequential import Session
-from .compare import StoredResults, environment_differences
+from .compare import ResultKey, StoredResults, environment_differences
 
 FORMAT_VERSION = 1
 #: Suffix of the lock file held beside a baseline while it is updated.
@@ -245,7 +245,7 @@ def with_sessions(
         entry = dict(result)
         ratios = entry.get("ratios") or []
         if len(ratios) >= 2:
-            before = old.find(_key(entry))
+            before = old.find(ResultKey.of(entry))
             history: list[Any] = []
             if before is not None and all(
                 before.get(k) == entry.get(k) for k in ("target", "speculative_config")
@@ -256,12 +256,6 @@ def with_sessions(
             entry["sessions"] = [*history, Session.of(ratios).to_dict()][-MAX_SESSIONS:]
         merged.append(entry)
     return merged
-
-
-def _key(result: Mapping[str, Any]) -> Any:
-    from .compare import ResultKey
-
-    return ResultKey.of(result)
 
 
 def save_run(path: str | os.PathLike[str], report: dict[str, Any]) -> dict[str, Any]:

@@ -320,10 +320,11 @@ class Bench:
         if stored is not None and self.source.max_engines >= 2:
             reference, tolerance = stored
             stops.append(lambda r: decide(reference, r, tolerance, final=False).decided)
+        fixed = int(wanted) if wanted != "auto" else most
         if not stops:
-            return int(wanted) if wanted != "auto" else most, None, []
+            return fixed, None, []
         if self.source.max_engines < 2:
-            return int(wanted) if wanted != "auto" else most, None, thresholds
+            return fixed, None, thresholds
         return most, lambda r: all(stop(r) for stop in stops), thresholds
 
     def _claim_label(self, label: str | None, taken: set[str] | None = None) -> str:

@@ -186,9 +186,9 @@ def decide(
     drop, floor = designed_drop(tolerance), -math.log(1 - tolerance)
     upper = math.log((1 - NOMINAL_BETA) / NOMINAL_ALPHA)
     lower = math.log(NOMINAL_BETA / (1 - NOMINAL_ALPHA))
-    d, z = _estimate(base_mean, base_var, n_b, new, reference.session_var)
+    d, z, _ = _estimate(base_mean, base_var, n_b, new, reference.session_var)
     for n in range(MIN_ROUNDS, len(new) + 1):
-        d, z, info = _estimate(base_mean, base_var, n_b, new[:n], reference.session_var, True)
+        d, z, info = _estimate(base_mean, base_var, n_b, new[:n], reference.session_var)
         llr = drop * d * info - drop * drop * info / 2
         if llr >= upper and d >= floor:
             return Decision("regressed", n, math.exp(-d) - 1, z)
@@ -208,9 +208,8 @@ def _estimate(
     n_b: int,
     new: Sequence[float],
     session_var: float,
-    with_info: bool = False,
-) -> tuple[float, ...]:
-    """Estimated log drop, its z, and (``with_info``) the information behind it: the variance
+) -> tuple[float, float, float]:
+    """Estimated log drop, its z, and the information behind it: the variance
     pooled from both runs, at least the new run's own, plus the between-session variance."""
     n = len(new)
     mean, var = _mean_var(new)
@@ -219,7 +218,7 @@ def _estimate(
     info = 1 / (s2 / n + s2 / n_b + 2 * session_var)
     d = base_mean - mean
     z = d * math.sqrt(info)
-    return (d, z, info) if with_info else (d, z)
+    return d, z, info
 
 
 def _improved_or(decision: Decision, floor: float) -> Decision:
