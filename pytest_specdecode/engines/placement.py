@@ -1,6 +1,14 @@
 """Where a local engine goes: its final ``vllm.LLM`` arguments (memory split between resident
-engines, statistics on), its environment (OpenMP runtime on a CPU), and what to say when it
-does not fit."""
+engines, statistics on), its environment (OpenMP runtime on a CPU, the engine mode), and what
+to say when it does not fit.
+
+Engine modes: vLLM normally runs its engine core in a process of its own, and on a CPU the
+model in a third (its executor's worker), each importing torch and vLLM; the plugin's engine
+worker already isolates the engine, so ``"in-process"`` runs both in the worker itself
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ``distributed_executor_backend="uni"``), which saves
+their start-up. ``"multiprocess"`` is vLLM's own layout, kept for engines on several devices
+and wherever the user chose the layout.
+"""
 
 from __future__ import annotations
 
@@ -18,13 +26,61 @@ CPU_KV_CACHE_BYTES = 512 * 2**20
 GPU_MEMORY_BUDGET = 0.9
 
 
-def place(config: EngineConfig, device: Device, max_engines: int) -> Placement:
-    """Final engine kwargs: stats on, and memory split so that ``max_engines`` engines fit."""
+IN_PROCESS = "in-process"
+MULTIPROCESS = "multiprocess"
+#: What ``place(mode=...)`` accepts: ``"auto"`` is :func:`engine_mode`'s choice.
+ENGINE_MODES = ("auto", IN_PROCESS, MULTIPROCESS)
+#: The mode ``place`` uses when the caller names none.
+DEFAULT_MODE = MULTIPROCESS
+
+#: ``vllm.LLM`` arguments whose value above 1 spreads an engine over several processes.
+_PARALLEL_ARGS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "prefill_context_parallel_size",
+    "decode_context_parallel_size",
+)
+#: The environment variable that makes vLLM run its engine core in the calling process.
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+def engine_mode(config: EngineConfig, device: Device) -> str:
+    """How an engine of ``config`` runs when nobody asks: ``"in-process"`` (vLLM's engine core
+    and model in the engine worker) or ``"multiprocess"`` (vLLM's own processes): for tensor,
+    pipeline, data or context parallel engines, and when the user chose the layout
+    (``distributed_executor_backend`` in engine_kwargs, ``VLLM_ENABLE_V1_MULTIPROCESSING`` in
+    the environment)."""
+    del device  # one device either way: the same rule on a CPU and a GPU
+    kwargs = config.engine_kwargs
+    for name in _PARALLEL_ARGS:
+        value = kwargs.get(name)
+        if isinstance(value, int) and value > 1:
+            return MULTIPROCESS
+    if kwargs.get("distributed_executor_backend") is not None:
+        return MULTIPROCESS
+    if os.environ.get(MULTIPROCESSING_ENV) is not None:
+        return MULTIPROCESS
+    return IN_PROCESS
+
+
+def place(
+    config: EngineConfig, device: Device, max_engines: int, *, mode: str = DEFAULT_MODE
+) -> Placement:
+    """Final engine kwargs and environment: stats on, memory split so that ``max_engines``
+    engines fit, and the engine mode (default :data:`DEFAULT_MODE`): ``"auto"``
+    (:func:`engine_mode`), ``"multiprocess"``, or ``"in-process"`` where :func:`engine_mode`
+    allows it (else multiprocess)."""
+    if mode not in ENGINE_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ENGINE_MODES)}; got {mode!r}")
     kwargs = dict(config.engine_kwargs)
     kwargs["disable_log_stats"] = False
     if config.speculative_config is not None:
         kwargs["speculative_config"] = config.speculative_config
     env: dict[str, str] = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    if mode != MULTIPROCESS and engine_mode(config, device) == IN_PROCESS:
+        env[MULTIPROCESSING_ENV] = "0"
+        kwargs["distributed_executor_backend"] = "uni"
     if device.kind == "gpu":
         if "gpu_memory_utilization" in kwargs or "kv_cache_memory_bytes" in kwargs:
             memory = "user-set " + (

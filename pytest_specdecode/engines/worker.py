@@ -7,6 +7,9 @@ worker leads its own process group, so the parent can kill it together with vLLM
 Protocol over a ``multiprocessing`` pipe: the worker first sends ``("ready", info)`` or
 ``("error", text)``; then for each ``(command, kwargs)`` it answers ``("ok", value)``,
 ``("error", text)`` or, when vLLM's engine core has died, ``("dead", cause)`` and exits.
+In the in-process engine mode (see :mod:`.placement`) the engine core runs in this process:
+its death is the worker's, and an error the core raised with requests in flight leaves it in
+a state no later call can trust, so the worker answers ``("dead", cause)`` then too.
 Everything sent is plain data (no pickled vLLM objects; ``info`` is plain JSON types). When the
 connection ends or the parent disappears, the worker shuts vLLM down and kills its own process
 group.
@@ -117,9 +120,30 @@ def _has_request_metrics() -> bool:
     return REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}
 
 
+def run_mode(llm: Any) -> str:
+    """Where a ``vllm.LLM``'s engine core runs: ``"in-process"`` (in this process) or
+    ``"multiprocess"`` (a process of its own); ``"unknown"`` for a vLLM without the V1 engine
+    client (or a stand-in)."""
+    client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if client is None:
+        return "unknown"
+    return "in-process" if type(client).__name__ == "InprocClient" else "multiprocess"
+
+
 class _Engine:
     def __init__(self, llm: Any) -> None:
         self.llm = llm
+        self.mode = run_mode(llm)
+
+    def broken(self) -> bool:
+        """Whether a failed call left this in-process engine core unusable: requests still in
+        flight (a core of its own would have died and taken them with it)."""
+        if self.mode != "in-process":
+            return False
+        try:
+            return bool(self.llm.llm_engine.has_unfinished_requests())
+        except Exception:
+            return True
 
     def generate(
         self, prompts: Sequence[Any], sampling: dict[str, Any], concurrency: int | None
@@ -160,6 +184,11 @@ class _Engine:
     def dead_cause(self, exc: BaseException) -> str:
         """What died under a ``vllm.LLM`` that raised ``EngineDeadError``: each engine-core
         process that exited, with its exit cause."""
+        if self.mode == "in-process":
+            return (
+                f"the engine core (in the worker process, pid {os.getpid()}) raised "
+                f"{type(exc).__name__}: {exc}"
+            )
         manager: Any = None
         try:
             manager = self.llm.llm_engine.engine_core.resources.engine_manager
@@ -266,6 +295,11 @@ def _send(conn: Connection, message: tuple[str, Any]) -> bool:
     return True
 
 
+def _broken(engine: Any) -> bool:
+    broken = getattr(engine, "broken", None)
+    return bool(broken()) if broken is not None else False
+
+
 def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
     """Say ``ready`` with ``info``, then answer commands until told to shut down.
 
@@ -289,7 +323,7 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
         try:
             reply: tuple[str, Any] = ("ok", getattr(engine, command)(**kwargs))
         except BaseException as exc:
-            if is_engine_dead(exc):
+            if is_engine_dead(exc) or _broken(engine):
                 cause = engine.dead_cause(exc)
                 print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
                 _send(conn, ("dead", cause))
@@ -326,6 +360,7 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
             "vllm_version": str(getattr(vllm, "__version__", "unknown")),
             "torch_version": str(torch.__version__),
             "kv_cache_tokens": kv_tokens,
+            "engine_mode": engine.mode,
         }
     except BaseException:
         _send(conn, ("error", traceback.format_exc()))
