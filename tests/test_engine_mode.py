@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.engines import placement as placement_module
 from pytest_specdecode.engines import worker
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.hardware import Device, Gpu
@@ -16,8 +17,14 @@ from pytest_specdecode.engines.placement import (
     IN_PROCESS,
     MULTIPROCESS,
     MULTIPROCESSING_ENV,
+    LogicalCpu,
+    auto_bind_cpus,
+    cpu_model_env,
     engine_mode,
+    omp_binding,
+    parse_cpu_list,
     place,
+    platform_preload,
 )
 
 CPU = Device("cpu", "test CPU")
@@ -85,7 +92,7 @@ def test_multiprocess_placement_is_vllms_own_layout() -> None:
     assert "distributed_executor_backend" not in placement.engine_kwargs
     # everything else is placed alike in both modes
     in_process = place(config(), CPU, max_engines=2, mode=IN_PROCESS)
-    assert {k: v for k, v in in_process.env.items() if k != MULTIPROCESSING_ENV} == placement.env
+    assert set(placement.env) <= set(in_process.env)
     assert {
         k: v for k, v in in_process.engine_kwargs.items() if k != "distributed_executor_backend"
     } == placement.engine_kwargs
@@ -207,3 +214,120 @@ def test_an_in_process_error_without_requests_in_flight_is_an_ordinary_error() -
     assert first[0] == "error" and "boom in the model" in first[1]
     assert second == ("ok", None)
     assert code == 0
+
+
+# -- what an in-process CPU engine's worker starts with ------------------------------------------
+
+IOMP = "/venv/lib/libiomp5.so"
+
+
+def cpus(*rows: tuple[int, int, int]) -> list[LogicalCpu]:
+    return [LogicalCpu(*row) for row in rows]
+
+
+#: Two NUMA nodes of two cores with two hyperthreads each (ids 0-3 and 4-7 on nodes 0 and 1).
+SMT = cpus(*[(i, i // 2, i // 4) for i in range(8)])
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """An x86 machine whose process may use every CPU and memory nodes 0 and 1."""
+    monkeypatch.setattr(placement_module.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(placement_module.os, "sched_getaffinity", lambda _: set(range(64)))
+    monkeypatch.setattr(placement_module, "memory_nodes", lambda env: [0, 1])
+    return monkeypatch
+
+
+def test_auto_binding_takes_one_cpu_per_core_of_the_first_node_and_reserves_one(
+    machine: pytest.MonkeyPatch,
+) -> None:
+    assert auto_bind_cpus({}, SMT) == [1]  # cores (0,1) and (2,3): last siblings 1, 3; 3 kept back
+    assert auto_bind_cpus({"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}, SMT) == [1, 3]
+    machine.setattr(placement_module, "memory_nodes", lambda env: [1])
+    assert auto_bind_cpus({}, SMT) == [5]
+
+
+def test_auto_binding_on_arm_takes_every_cpu_and_keeps_a_lone_core(
+    machine: pytest.MonkeyPatch,
+) -> None:
+    machine.setattr(placement_module.platform, "machine", lambda: "aarch64")
+    assert auto_bind_cpus({}, SMT) == [0, 1, 2]
+    assert auto_bind_cpus({}, cpus((0, 0, 0))) == [0]  # nothing to reserve when one is left
+
+
+def test_auto_binding_keeps_to_the_allowed_cpus(machine: pytest.MonkeyPatch) -> None:
+    machine.setattr(placement_module.os, "sched_getaffinity", lambda _: {0, 1, 2})
+    assert auto_bind_cpus({}, SMT) == [1]  # core (2,3) offers 2 only: 1, 2, then 2 reserved
+
+
+def test_binding_variables_follow_the_preloaded_runtime(machine: pytest.MonkeyPatch) -> None:
+    machine.setattr(placement_module, "logical_cpus", lambda: tuple(SMT))
+    env = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    assert omp_binding(IOMP, env) == {
+        "OMP_NUM_THREADS": "2",
+        "KMP_AFFINITY": "granularity=fine,explicit,proclist=[1,3]",
+        "KMP_BLOCKTIME": "5",
+        "KMP_TPAUSE": "0",
+    }
+    assert omp_binding("/usr/lib/libgomp.so.1", env) == {
+        "OMP_NUM_THREADS": "2",
+        "GOMP_CPU_AFFINITY": "1 3",
+    }
+    assert omp_binding("", env) == {
+        "OMP_NUM_THREADS": "2",
+        "OMP_PLACES": "{1,3}",
+        "OMP_PROC_BIND": "true",
+    }
+    assert omp_binding(IOMP, {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}) == {}
+    assert omp_binding(IOMP, {"VLLM_CPU_OMP_THREADS_BIND": "4-6|8-10"})["OMP_NUM_THREADS"] == "3"
+
+
+def test_cpu_list_parsing() -> None:
+    assert parse_cpu_list("0-2,4,7-8") == [0, 1, 2, 4, 7, 8]
+    assert parse_cpu_list("3") == [3]
+
+
+def test_a_user_set_variable_wins_over_the_binding(machine: pytest.MonkeyPatch) -> None:
+    machine.setattr(placement_module, "logical_cpus", lambda: tuple(SMT))
+    env = cpu_model_env(IOMP, {"OMP_NUM_THREADS": "8", "KMP_BLOCKTIME": "0"})
+    assert "OMP_NUM_THREADS" not in env and "KMP_BLOCKTIME" not in env
+    assert env["KMP_AFFINITY"] == "granularity=fine,explicit,proclist=[1]"
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+
+
+def test_in_process_cpu_placement_binds_threads_and_multiprocess_leaves_it_to_vllm(
+    machine: pytest.MonkeyPatch,
+) -> None:
+    machine.setattr(placement_module, "logical_cpus", lambda: tuple(SMT))
+    machine.setattr(placement_module, "find_iomp", lambda: IOMP)
+    machine.setenv("LD_PRELOAD", "")
+    for name in ("OMP_NUM_THREADS", "KMP_AFFINITY", "VLLM_CPU_OMP_THREADS_BIND"):
+        machine.delenv(name, raising=False)
+    inproc = place(config(), CPU, 2, mode="auto")
+    assert inproc.env["KMP_AFFINITY"] == "granularity=fine,explicit,proclist=[1]"
+    assert inproc.env["OMP_NUM_THREADS"] == "1"
+    assert inproc.env["LD_PRELOAD"].startswith(IOMP)
+    multi = place(config(), CPU, 2, mode=MULTIPROCESS)
+    assert "OMP_NUM_THREADS" not in multi.env and "KMP_AFFINITY" not in multi.env
+    assert multi.env["LD_PRELOAD"] == IOMP
+    gpu = place(config(), GPU, 2, mode="auto")
+    assert "OMP_NUM_THREADS" not in gpu.env  # vLLM sets a GPU engine's threads itself
+
+
+def test_platform_preload_adds_torchs_libgomp_and_vllms_tcmalloc(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "torch" / "lib").mkdir(parents=True)
+    (tmp_path / "torch" / "lib" / "libgomp-a34b3233.so.1").write_text("")
+    (tmp_path / "vllm" / "libs").mkdir(parents=True)
+    (tmp_path / "vllm" / "libs" / "libtcmalloc_minimal.so.4").write_text("")
+    dirs = {"torch": str(tmp_path / "torch"), "vllm": str(tmp_path / "vllm")}
+    monkeypatch.setattr(placement_module.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(placement_module, "_package_dir", dirs.get)
+    gomp = f"{tmp_path}/torch/lib/libgomp-a34b3233.so.1"
+    tcmalloc = f"{tmp_path}/vllm/libs/libtcmalloc_minimal.so.4"
+    assert platform_preload("") == f"{tcmalloc}:{gomp}"
+    assert platform_preload(IOMP) == f"{tcmalloc}:{IOMP}"  # a runtime is there: no libgomp
+    assert platform_preload(f"/lib/libtcmalloc.so:{IOMP}") == f"/lib/libtcmalloc.so:{IOMP}"
+    monkeypatch.setattr(placement_module, "_package_dir", lambda _: None)
+    assert platform_preload("") == ""

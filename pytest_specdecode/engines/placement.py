@@ -12,8 +12,16 @@ and wherever the user chose the layout.
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import json
 import os
+import platform
 import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
 
 from .config import EngineConfig
 from .hardware import Device, find_iomp
@@ -78,7 +86,8 @@ def place(
     if config.speculative_config is not None:
         kwargs["speculative_config"] = config.speculative_config
     env: dict[str, str] = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
-    if mode != MULTIPROCESS and engine_mode(config, device) == IN_PROCESS:
+    in_process = mode != MULTIPROCESS and engine_mode(config, device) == IN_PROCESS
+    if in_process:
         env[MULTIPROCESSING_ENV] = "0"
         kwargs["distributed_executor_backend"] = "uni"
     if device.kind == "gpu":
@@ -106,7 +115,181 @@ def place(
         preload = openmp_preload(os.environ.get("LD_PRELOAD", ""), find_iomp())
         if preload is not None:
             env["LD_PRELOAD"] = preload
+        if in_process:  # the worker runs the model: give it what vLLM gives its model process
+            inherited = env.get("LD_PRELOAD", os.environ.get("LD_PRELOAD", ""))
+            preload = platform_preload(inherited)
+            if preload != inherited:
+                env["LD_PRELOAD"] = preload
+            env.update(cpu_model_env(preload))
     return Placement(kwargs, memory, env)
+
+
+#: What vLLM for CPU sets in its own environment before it starts the process that runs the
+#: model (``CpuPlatform.check_and_update_config``): read when that process starts, so an
+#: in-process engine's worker must start with them.
+_CPU_PLATFORM_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHINDUCTOR_CPP_DYNAMIC_THREADS": "1"}
+
+
+def platform_preload(preload: str) -> str:
+    """``LD_PRELOAD`` as vLLM for CPU sets it on Linux for the process that runs the model:
+    torch's own ``libgomp`` after it when no OpenMP runtime is preloaded, and the ``tcmalloc``
+    bundled with vLLM (where it has one) first. Found without importing either package."""
+    if platform.system() != "Linux":
+        return preload
+    if not any(name in preload for name in _OPENMP_RUNTIMES):
+        torch_dir = _package_dir("torch")
+        if torch_dir is not None:
+            libs = [os.path.join(os.path.dirname(torch_dir), "torch.libs"), f"{torch_dir}/lib"]
+            found = [hit for d in libs for hit in sorted(glob.glob(f"{d}/libgomp*.so*"))]
+            if found:
+                preload = f"{preload}:{found[0]}" if preload else found[0]
+    vllm_dir = _package_dir("vllm")
+    if "libtcmalloc" not in preload and vllm_dir is not None:
+        for pattern in ("libtcmalloc_minimal*.so*", "libtcmalloc.so*"):
+            found = sorted(glob.glob(os.path.join(vllm_dir, "libs", pattern)))
+            if found:
+                preload = f"{found[0]}:{preload}" if preload else found[0]
+                break
+    return preload
+
+
+def _package_dir(name: str) -> str | None:
+    """The folder of an installed package, without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(next(iter(spec.submodule_search_locations)))
+
+
+def cpu_model_env(preload: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment vLLM for CPU gives the process that runs the model, for an in-process
+    engine's worker (which is that process): the platform's settings and the OpenMP thread
+    binding of its executor worker (:func:`omp_binding`). Variables the user set are kept."""
+    environ = os.environ if environ is None else environ
+    env = {**_CPU_PLATFORM_ENV, **omp_binding(preload, environ)}
+    return {k: v for k, v in env.items() if k not in environ}
+
+
+def omp_binding(preload: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The OpenMP variables vLLM for CPU (0.2x to 0.32, ``vllm.utils.ompmultiprocessing``)
+    sets for its executor worker of rank 0 of 1: as many threads as the CPUs chosen by
+    ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``: :func:`auto_bind_cpus`; ``nobind``: none; else
+    the user's list), each bound to one of them, by the preloaded runtime's variables."""
+    bind = environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    if bind == "nobind":
+        return {}
+    if bind == "auto":
+        cpus = auto_bind_cpus(environ)
+    else:
+        cpus = parse_cpu_list(bind.split("|")[0])
+    if not cpus:
+        return {}
+    env = {"OMP_NUM_THREADS": str(len(cpus))}
+    if "libiomp" in preload or "libomp" in preload:
+        env["KMP_AFFINITY"] = f"granularity=fine,explicit,proclist=[{','.join(map(str, cpus))}]"
+        env["KMP_BLOCKTIME"] = "5"
+        env["KMP_TPAUSE"] = "0"
+    elif "libgomp" in preload:
+        env["GOMP_CPU_AFFINITY"] = " ".join(map(str, cpus))
+    else:
+        env["OMP_PLACES"] = "{" + ",".join(map(str, cpus)) + "}"
+        env["OMP_PROC_BIND"] = "true"
+    return env
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """``"0-2,4"`` as ``[0, 1, 2, 4]``."""
+    ids: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        ids.update(range(int(first), int(last or first) + 1))
+    return sorted(ids)
+
+
+@dataclass(frozen=True)
+class LogicalCpu:
+    id: int
+    core: int
+    node: int
+
+
+def auto_bind_cpus(
+    environ: Mapping[str, str], cpus: Sequence[LogicalCpu] | None = None
+) -> list[int]:
+    """The CPUs vLLM's ``auto`` binding gives rank 0 of 1: the allowed CPUs of the first
+    allowed memory node, one per physical core (x86, s390x: its highest-numbered logical CPU;
+    POWER: ids mod 8 below 4; others: all), less the last ``VLLM_CPU_NUM_OF_RESERVED_CPU``
+    (default 1, left to vLLM's scheduler) when more remain."""
+    cpus = list(logical_cpus() if cpus is None else cpus)
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cpus = [c for c in cpus if allowed is None or c.id in allowed]
+    nodes = memory_nodes(environ)
+    if not cpus or not nodes:
+        return []
+    on_node = [c for c in cpus if c.node == nodes[0]]
+    by_core: dict[int, list[LogicalCpu]] = {}
+    for cpu in on_node:
+        by_core.setdefault(cpu.core, []).append(cpu)
+    machine = platform.machine().lower()
+    chosen: list[int] = []
+    for siblings in by_core.values():
+        ids = sorted(c.id for c in siblings)
+        if machine in ("x86_64", "amd64", "i386", "i686", "s390x"):
+            chosen.extend(ids[-1:])
+        elif machine.startswith("ppc"):
+            chosen.extend(i for i in ids if i % 8 < 4)
+        else:
+            chosen.extend(ids)
+    chosen.sort()
+    reserved = environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU")
+    reserve = int(reserved) if reserved not in (None, "") else 1
+    if 0 < reserve < len(chosen):
+        chosen = chosen[:-reserve]
+    return chosen
+
+
+def memory_nodes(environ: Mapping[str, str]) -> list[int]:
+    """The memory nodes this process may use (``Mems_allowed_list``), narrowed by
+    ``CPU_VISIBLE_MEMORY_NODES`` as vLLM does."""
+    allowed = [0]
+    try:
+        with open("/proc/self/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("Mems_allowed_list:"):
+                    allowed = parse_cpu_list(line.split(":", 1)[1])
+    except OSError:
+        pass
+    visible = environ.get("CPU_VISIBLE_MEMORY_NODES", "")
+    if visible and "VLLM_CPU_SIM_MULTI_NUMA" not in environ:
+        return [n for n in (int(x) for x in visible.split(",")) if n in allowed]
+    return allowed
+
+
+@cache
+def logical_cpus() -> tuple[LogicalCpu, ...]:
+    """Every online logical CPU with its core and NUMA node, from ``lscpu`` as vLLM reads them
+    (each CPU its own core on node 0 where ``lscpu`` fails)."""
+    try:
+        out = subprocess.run(
+            ["lscpu", "--json", "--extended=CPU,CORE,NODE", "--online"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout  # fmt: skip
+        rows = json.loads(re.sub(r'":\s*-\s*(?=[,\n}])', '": "-"', out))["cpus"]
+        found = tuple(
+            LogicalCpu(
+                int(r["cpu"]), int(r["core"]), 0 if r["node"] in ("-", None) else int(r["node"])
+            )
+            for r in rows
+            if r.get("cpu") not in ("-", None) and r.get("core") not in ("-", None)
+        )
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
+        found = ()
+    return found or tuple(LogicalCpu(i, i, 0) for i in range(os.cpu_count() or 1))
 
 
 #: Library names by which vLLM for CPU recognises an OpenMP runtime in ``LD_PRELOAD``.

@@ -335,6 +335,12 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
             _kill_group_and_exit(0)
 
 
+def _torch_threads(torch: Any) -> int | None:
+    """Torch's intra-op threads in this process (the model's, in the in-process mode)."""
+    threads = getattr(torch, "get_num_threads", None)
+    return int(threads()) if threads is not None else None
+
+
 def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path: str) -> None:
     """Entry point of the spawned worker."""
     os.setpgid(0, 0)
@@ -361,6 +367,7 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
             "torch_version": str(torch.__version__),
             "kv_cache_tokens": kv_tokens,
             "engine_mode": engine.mode,
+            "torch_threads": _torch_threads(torch),
         }
     except BaseException:
         _send(conn, ("error", traceback.format_exc()))
