@@ -47,7 +47,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing import Pool
 from multiprocessing.pool import Pool as PoolType
@@ -172,7 +172,7 @@ class SimSource:
         self.rng = rng
         self.offset = rng.gauss(0.0, world.tau) if world.tau else 0.0
         self.slots = 0  # rounds generated so far, any engine
-        self.starts = 0
+        self.starts = self.restarts = 0
         self.start_seconds = 0.0
         self.device = Device("cpu", "simulated")
         self._engines: dict[str, SimEngine] = {}
@@ -195,6 +195,12 @@ class SimSource:
             engine = self._engines[config.key] = SimEngine(config, self)
             self.starts += 1
         return engine
+
+    def is_running(self, config: EngineConfig) -> bool:
+        return config.key in self._engines
+
+    def plan(self, upcoming: Sequence[Collection[str]]) -> None:
+        pass
 
     def close(self) -> None:
         self._engines.clear()

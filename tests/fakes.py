@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -114,8 +114,12 @@ class FakeSource:
         self.rounds = 0  # speculative rounds generated, over all runs
         self.draft_timings = 0  # draft models started alone (cost ratio)
         self.starts = 0
+        self.restarts = 0
         self.start_seconds = 0.0
         self.closed = 0
+        self.plans: list[list[frozenset[str]]] = []  # every plan() the plugin gave
+        self.events: list[tuple[str, str]] = []  # FakeWorker starts and stops, in order
+        self.fail_start: set[str] = set()  # targets whose FakeWorker fails to start
         self.device = Device("cpu", "fake CPU")
         self._engines: dict[str, FakeEngine] = {}
         self._drafts: set[str] = set()
@@ -131,13 +135,21 @@ class FakeSource:
             self._drafts.add(config.draft)
         engine = self._engines.get(config.key)
         if engine is None:
-            draft = config.speculative_json is None and config.target in self._drafts
+            draft = config.role == "draft model alone" or (
+                config.speculative_json is None and config.target in self._drafts
+            )
             engine = self._engines[config.key] = FakeEngine(config, self, draft)
             self.starts += 1
             self.draft_timings += draft
         if timeout:
             engine.timeout = timeout
         return engine
+
+    def is_running(self, config: EngineConfig) -> bool:
+        return config.key in self._engines
+
+    def plan(self, upcoming: Sequence[Collection[str]]) -> None:
+        self.plans.append([frozenset(need) for need in upcoming])
 
     def close(self) -> None:
         for engine in self._engines.values():
@@ -179,3 +191,72 @@ source.speedup = float(os.environ.get("FAKE_SPEEDUP", "2.0"))
 def pytest_specdecode_engine_source(config, settings):
     return source
 """
+
+
+class FakeWorker(FakeEngine):
+    """Stands in for :class:`~pytest_specdecode.engines.local.Engine` inside a real
+    :class:`~pytest_specdecode.engines.pool.EnginePool` (its ``engine_factory``): no process
+    starts; ``world.events`` records ``("spawn" | "ready" | "close", describe())`` in order."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        placement: Placement,
+        *,
+        timeout: float,
+        log_dir: str,
+        on_start: Any = None,
+        wait: bool = True,
+        world: FakeSource,
+    ) -> None:
+        draft = config.role == "draft model alone"
+        super().__init__(config, world, draft)
+        self.placement = placement
+        self.timeout = timeout
+        self.failed = False
+        self.log_path = ""
+        self.start_seconds = 0.0
+        self._alive = True
+        world.starts += 1
+        world.draft_timings += draft
+        world.events.append(("spawn", config.describe()))
+        if on_start is not None:
+            on_start(self)
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        from pytest_specdecode.errors import EngineStartError
+
+        if self.config.target in self.source.fail_start:
+            self.failed, self._alive = True, False
+            raise EngineStartError(f"{self.config.describe()} failed to start: (fake)")
+        self.source.events.append(("ready", self.config.describe()))
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def close(self) -> None:
+        self.source.events.append(("close", self.config.describe()))
+        self._alive = False
+        super().close()
+
+    def kill(self) -> None:
+        self._alive = False
+
+
+def fake_pool(
+    world: FakeSource, max_engines: int = 2, device: Device | None = None, **kwargs: Any
+) -> Any:
+    """A real EnginePool whose engines are :class:`FakeWorker`s simulated by ``world``."""
+    import functools
+
+    from pytest_specdecode.engines.pool import EnginePool
+
+    return EnginePool(
+        max_engines,
+        device=device or Device("cpu", "fake CPU"),
+        engine_factory=functools.partial(FakeWorker, world=world),
+        **kwargs,
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,15 +140,22 @@ class EngineConfig:
     target: str
     speculative_json: str | None
     engine_kwargs_json: str
+    #: what the engine is for, in progress lines (not part of its identity)
+    role: str = field(default="", compare=False)
 
     @classmethod
     def create(
-        cls, target: str, speculative_config: dict[str, Any] | None, engine_kwargs: dict[str, Any]
+        cls,
+        target: str,
+        speculative_config: dict[str, Any] | None,
+        engine_kwargs: dict[str, Any],
+        role: str = "",
     ) -> EngineConfig:
         return cls(
             target=target,
             speculative_json=None if speculative_config is None else _canonical(speculative_config),
             engine_kwargs_json=_canonical(engine_kwargs),
+            role=role,
         )
 
     @property
@@ -188,6 +195,8 @@ class EngineConfig:
         return _canonical([self.target, self.speculative_json, self.engine_kwargs_json])
 
     def describe(self) -> str:
+        if self.role:
+            return f"{self.role} ({self.target})"
         if self.speculative_json is None:
             return f"baseline engine ({self.target or 'served'})"
         if not self.target:

@@ -123,9 +123,11 @@ class Engine(PlainCalls):
         timeout: float,
         log_dir: str,
         on_start: Callable[[Engine], None] | None = None,
+        wait: bool = True,
     ) -> None:
-        """Start the worker and wait until vLLM is ready; ``on_start(engine)`` is called as soon
-        as the worker process exists (before the wait), so an owner can track it."""
+        """Start the worker and (with ``wait``) wait until vLLM is ready; ``on_start(engine)``
+        is called as soon as the worker process exists, so an owner can track it. Without
+        ``wait`` the caller calls :meth:`wait_ready` (engines started together)."""
         self.config = config
         self.placement = placement
         self.timeout = timeout
@@ -150,7 +152,9 @@ class Engine(PlainCalls):
         )
         self.pid: int | None = None
         self.info: dict[str, Any] = {}
-        started = time.perf_counter()
+        self.start_seconds = 0.0
+        self._started = time.perf_counter()
+        self._ready = False
         try:
             with _sigint_held():
                 with _environ(placement.env), _main_not_rerun():
@@ -160,17 +164,34 @@ class Engine(PlainCalls):
                     on_start(self)
             child_conn.close()
             self.pid = self._process.pid
-            status, payload = self._receive("start", timeout)
+        except BaseException:
+            self.kill()
+            raise
+        if wait:
+            self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until vLLM in the worker is ready (at once when it is already); an engine
+        that fails to start is killed and raises :class:`EngineStartError`."""
+        __tracebackhide__ = True
+        if self._ready:
+            return
+        try:
+            limit = self.timeout if timeout is None else timeout
+            waited = time.perf_counter() - self._started  # started with others: time counts
+            status, payload = self._receive("start", max(1.0, limit - waited))
             if status != "ready":
                 self.failed = True
                 raise EngineStartError(
-                    f"{config.describe()} failed to start:\n{payload}\n{_log_tail(self.log_path)}"
+                    f"{self.config.describe()} failed to start:\n{payload}\n"
+                    f"{_log_tail(self.log_path)}"
                 )
         except BaseException:
             self.kill()
             raise
         self.info = payload
-        self.start_seconds = time.perf_counter() - started
+        self.start_seconds = time.perf_counter() - self._started
+        self._ready = True
         if self.pid is not None:
             titles = process_titles(group_pids(self.pid))
             self._core_pids = [p for p, title in titles.items() if title.startswith("VLLM::")]

@@ -1,17 +1,21 @@
-"""The bounded pool that starts local engines and reuses them across tests."""
+"""The bounded pool that starts local engines (together where it can) and reuses them
+across tests, evicting the one needed farthest ahead."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
-from ..errors import EngineStartError
+from ..errors import EngineError, EngineStartError
 from .config import EngineConfig
 from .hardware import Device, detect_device
 from .local import Engine
 from .placement import memory_advice, out_of_memory, place
+from .protocol import Placement
+from .schedule import victim
 
 Progress = Callable[[str], None]
 
@@ -20,12 +24,37 @@ def _quiet(_: str) -> None:
     pass
 
 
-class EnginePool:
-    """Engines cached by configuration; at most ``max_engines`` resident (least recently used
-    is shut down first).
+def start_together(device: Device, placements: Sequence[Placement]) -> str | None:
+    """Why these engines must start one after the other (None: they may start together).
 
-    Engine logs go to ``log_dir`` (by default a temporary folder, removed at :meth:`close`
-    unless it holds the log of an engine that failed: only those are kept).
+    On a CPU a start is mostly one busy process importing torch and vLLM: together when the
+    machine has a core per engine. On a GPU vLLM sizes the KV cache by profiling free memory,
+    assuming nobody else allocates meanwhile: together only when every engine has an explicit
+    KV cache budget (``kv_cache_memory_bytes``), which skips that profiling."""
+    if len(placements) < 2:
+        return None
+    if device.kind == "gpu":
+        if all("kv_cache_memory_bytes" in p.engine_kwargs for p in placements):
+            return None
+        return (
+            "GPU engines without kv_cache_memory_bytes in engine_kwargs start one after the "
+            "other (vLLM's start-up memory profiling assumes no other process allocates)"
+        )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if (cores or 1) < len(placements):
+        return f"{cores} CPU core(s) for {len(placements)} engines: started one after the other"
+    return None
+
+
+class EnginePool:
+    """Engines cached by configuration, at most ``max_engines`` resident.
+
+    When a new engine needs room, the pool shuts down the resident one needed farthest ahead in
+    the :meth:`plan` (one never needed again first; without a plan: the least recently used).
+    Engines a call needs together (``acquire``'s ``keep``) that are not running start at the
+    same time where :func:`start_together` allows. Engine logs go to ``log_dir`` (by default a
+    temporary folder, removed at :meth:`close` unless it holds the log of an engine that
+    failed: only those are kept).
     """
 
     def __init__(
@@ -36,7 +65,10 @@ class EnginePool:
         progress: Progress = _quiet,
         device: Device | None = None,
         log_dir: str | None = None,
+        engine_factory: Callable[..., Engine] = Engine,
     ) -> None:
+        """``engine_factory`` makes each engine (``Engine``'s signature; tests give a stand-in
+        that starts no process)."""
         self.max_engines = max_engines
         self.timeout = timeout
         self.progress = progress
@@ -45,14 +77,30 @@ class EnginePool:
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="specdecode-logs-")
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._spawned: list[Engine] = []  # every engine started, ready or not
+        self._upcoming: list[frozenset[str]] = []  # needs of the work ahead, running test first
+        self._gone: dict[str, str] = {}  # key -> why its engine is no longer running
+        self._engine_factory = engine_factory
+        #: engines started (restarts included), engines started again, wall seconds waited
         self.starts = 0
+        self.restarts = 0
         self.start_seconds = 0.0
+        #: why engines started one after the other (once per reason)
+        self.sequential_reasons: list[str] = []
 
     @property
     def device(self) -> Device:
         if self._device is None:
             self._device = detect_device()
         return self._device
+
+    def plan(self, upcoming: Sequence[Collection[str]]) -> None:
+        """The engine keys each test ahead needs, the running test first (see
+        :mod:`.schedule`): eviction keeps what is needed soonest."""
+        self._upcoming = [frozenset(need) for need in upcoming]
+
+    def is_running(self, config: EngineConfig) -> bool:
+        engine = self._engines.get(config.key)
+        return engine is not None and engine.alive
 
     def acquire(
         self,
@@ -61,52 +109,100 @@ class EnginePool:
         keep: Sequence[EngineConfig] = (),
         timeout: float | None = None,
     ) -> Engine:
-        """The engine for ``config``, started if needed. Engines in ``keep`` are not evicted.
+        """The engine for ``config``, started if needed. Engines in ``keep`` (needed with it)
+        are not evicted; those of them not running start together with it where they can.
 
         A start may take the pool's ``timeout``; ``timeout`` (a test's own) bounds each call.
         """
         __tracebackhide__ = True
+        for wanted in (config, *keep):
+            self._drop_if_dead(wanted)
+        engine = self._engines.get(config.key)
+        if engine is None:
+            self._start(config, keep)
+            engine = self._engines[config.key]
+        self._engines.move_to_end(config.key)
+        engine.timeout = timeout or self.timeout
+        return engine
+
+    def _drop_if_dead(self, config: EngineConfig) -> None:
         engine = self._engines.get(config.key)
         if engine is not None and not engine.alive:
             self.progress(f"{config.describe()} is no longer running; starting a fresh one")
             self._engines.pop(config.key)
+            self._gone[config.key] = "its engine had died"
             engine.failed = True
             engine.kill()
-            engine = None
-        if engine is not None:
-            self._engines.move_to_end(config.key)
-            engine.timeout = timeout or self.timeout
-            return engine
-        keep_keys = {c.key for c in keep}
-        while len(self._engines) >= self.max_engines:
-            victim = next((k for k in self._engines if k not in keep_keys), None)
-            if victim is None:
+
+    def _start(self, config: EngineConfig, keep: Sequence[EngineConfig]) -> None:
+        """Start ``config`` (and what of ``keep`` is missing and fits) after making room."""
+        __tracebackhide__ = True
+        keep_keys = {c.key for c in keep} | {config.key}
+        batch = [config]
+        for other in keep:
+            if other.key not in self._engines and other.key not in {c.key for c in batch}:
+                batch.append(other)
+        room = self.max_engines - sum(1 for k in self._engines if k in keep_keys)
+        batch = batch[: max(1, room)]
+        while len(self._engines) + len(batch) > self.max_engines:
+            out = victim(list(self._engines), keep_keys, self._upcoming[1:])
+            if out is None:
                 break
-            old = self._engines.pop(victim)
+            old = self._engines.pop(out)
+            needed_by = ", ".join(c.describe() for c in batch)
+            self._gone[out] = f"it was shut down to make room for {needed_by}"
             self.progress(f"shutting down {old.config.describe()} (pool holds {self.max_engines})")
             old.close()
-        placement = place(config, self.device, self.max_engines)
-        self.progress(f"starting {config.describe()} [{placement.memory}] ...")
+        placements = [place(c, self.device, self.max_engines) for c in batch]
+        why = start_together(self.device, placements)
+        if why is not None and why not in self.sequential_reasons:
+            self.sequential_reasons.append(why)
+        groups = [list(zip(batch, placements, strict=True))]
+        if why is not None:
+            groups = [[pair] for pair in groups[0]]
+        for group in groups:
+            self._start_group(group)
+
+    def _start_group(self, group: list[tuple[EngineConfig, Placement]]) -> None:
+        """Start these engines at the same time and wait until all are ready."""
+        __tracebackhide__ = True
+        began = time.perf_counter()
+        engines: list[tuple[EngineConfig, Engine]] = []
+        for config, placement in group:
+            again = self._gone.pop(config.key, None)
+            if again is not None:
+                self.restarts += 1
+                self.progress(f"restarting {config.describe()}: {again}")
+            together = " (together with the others)" if len(group) > 1 else ""
+            self.progress(f"starting {config.describe()} [{placement.memory}]{together} ...")
+            engines.append((config, self._engine_factory(
+                config, placement, timeout=self.timeout, log_dir=self.log_dir,
+                on_start=self._spawned.append, wait=False,
+            )))  # fmt: skip
+            self.starts += 1
+        failure: EngineError | None = None
         try:
-            engine = Engine(
-                config,
-                placement,
-                timeout=self.timeout,
-                log_dir=self.log_dir,
-                on_start=self._spawned.append,
-            )
-        except EngineStartError as exc:
-            if out_of_memory(str(exc)):
-                raise EngineStartError(
-                    f"{exc}\n{memory_advice(self.device, self.max_engines)}"
-                ) from None
+            for config, engine in engines:
+                try:
+                    engine.wait_ready()
+                except EngineError as exc:  # the others may still start: wait for them
+                    if isinstance(exc, EngineStartError) and out_of_memory(str(exc)):
+                        exc = EngineStartError(
+                            f"{exc}\n{memory_advice(self.device, self.max_engines)}"
+                        )
+                    failure = failure or exc
+                    continue
+                self._engines[config.key] = engine
+                self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
+        except BaseException:  # an interrupt: no engine of this start outlives it
+            for config, engine in engines:
+                if self._engines.get(config.key) is not engine:
+                    engine.kill()
             raise
-        self._engines[config.key] = engine
-        engine.timeout = timeout or self.timeout
-        self.starts += 1
-        self.start_seconds += engine.start_seconds
-        self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
-        return engine
+        finally:
+            self.start_seconds += time.perf_counter() - began
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """Shut every engine down; none survives this call, even one interrupted mid-start.

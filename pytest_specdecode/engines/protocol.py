@@ -7,7 +7,7 @@ Data crosses as frozen dataclasses of plain values; :class:`EngineBackend` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -280,10 +280,17 @@ class PlainCalls:
 
 @runtime_checkable
 class EngineSource(Protocol):
-    """Where engines come from: the pool of local workers, two servers, or a fake."""
+    """Where engines come from: the pool of local workers, two servers, or a fake.
+
+    ``acquire`` gives the engine of a configuration (``keep``: the ones needed with it, not to
+    be shut down for it); ``plan`` tells which engine keys the tests ahead need, the running
+    test first, so that a bounded source keeps those needed soonest; ``starts``,
+    ``restarts`` (starts of an engine it had started before) and ``start_seconds`` (wall time
+    spent waiting for starts) count what it cost."""
 
     max_engines: int
     starts: int
+    restarts: int
     start_seconds: float
 
     @property
@@ -296,5 +303,9 @@ class EngineSource(Protocol):
         keep: Sequence[EngineConfig] = (),
         timeout: float | None = None,
     ) -> EngineBackend: ...
+
+    def is_running(self, config: EngineConfig) -> bool: ...
+
+    def plan(self, upcoming: Sequence[Collection[str]]) -> None: ...
 
     def close(self) -> None: ...

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -482,7 +482,7 @@ class ServedPool:
         self.api_key_env = api_key_env
         self.timeout = timeout
         self.max_engines = 2
-        self.starts = 0
+        self.starts = self.restarts = 0  # servers are not started here
         self.start_seconds = 0.0
         self._engines: dict[str, ServedEngine] = {}
 
@@ -505,6 +505,13 @@ class ServedPool:
         engine.config = config
         engine.timeout = timeout or self.timeout
         return engine
+
+    def is_running(self, config: EngineConfig) -> bool:
+        """Servers run whether or not this process has contacted them."""
+        return True
+
+    def plan(self, upcoming: Sequence[Collection[str]]) -> None:
+        """Nothing to schedule: both servers stay up."""
 
     def _connect(self, config: EngineConfig, timeout: float) -> dict[str, ServedEngine]:
         """Contact both servers and check that they make a baseline/speculative pair."""
