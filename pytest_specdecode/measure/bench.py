@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -35,6 +36,7 @@ from .paired import PairedRounds, adaptive_stop, run_paired
 from .result import Result
 from .sequential import Reference, decide
 from .sweep import Sweep
+from .timing import TimeSpent
 
 #: Settings a Bench takes, by the plugin option's name (same parsing and validation).
 BENCH_SETTINGS = (
@@ -166,6 +168,8 @@ class Bench:
         self._source, self._owns_source = source, source is None
         self.results: list[Result] = []
         self.engine_info: dict[str, Any] = {}
+        #: wall time this Bench spent on warm-up, rounds, the cost ratio and sampling
+        self.time = TimeSpent()
 
     # -- engines ------------------------------------------------------------------------
     @property
@@ -272,6 +276,10 @@ class Bench:
         if not self.served:
             check_lengths(prompts, max_tokens, self.baseline, self.name)
         n_trials, stop, thresholds = self._trials(trials, label)
+        if not (
+            self.source.is_running(self.baseline) and self.source.is_running(speculative)
+        ):  # time the draft alone now, in the room the pair's start makes anyway
+            self._draft_tpot(speculative, prompts, params, concurrency)
         raw = run_paired(
             self.source, self.baseline, speculative, prompts, params, trials=n_trials,
             warmup=warmup, concurrency=concurrency, timeout=self._timeout,
@@ -279,6 +287,7 @@ class Bench:
         )  # fmt: skip
         if not self.engine_info:
             self.engine_info.update(raw.engine_info)
+        self.time += TimeSpent(warmup_seconds=raw.warmup_seconds, round_seconds=raw.round_seconds)
         result = build_result(
             raw, nodeid=self.name, category=self.category, speculative=speculative,
             num_prompts=len(prompts), sampling=params, concurrency=concurrency, label=label,
@@ -363,15 +372,32 @@ class Bench:
         measured once per draft model and engine arguments, unknown otherwise."""
         if spec.method in ("ngram", "suffix"):
             return 0.0
-        if spec.method != "draft_model" or self.served:
+        if not result.baseline.tpot:
             return None
-        if self.settings.get("cost_ratio") == "off" or not result.baseline.tpot:
-            return None
-        tpot = draft_tpot(
-            self.source, spec, prompts, params, self.progress, keep=[self.baseline],
-            concurrency=concurrency, timeout=self._timeout,
-        )  # fmt: skip
+        tpot = self._draft_tpot(spec, prompts, params, concurrency)
         return None if tpot is None else tpot / result.baseline.tpot
+
+    def _draft_tpot(
+        self,
+        spec: EngineConfig,
+        prompts: list[Any],
+        params: dict[str, Any],
+        concurrency: int | None,
+    ) -> float | None:
+        """The draft model's time per token alone (timed once per draft configuration and
+        engine source); None where there is none to time or the cost ratio is off."""
+        __tracebackhide__ = True
+        if spec.method != "draft_model" or self.served or self.settings.get("cost_ratio") == "off":
+            return None
+        began, starting = time.perf_counter(), self.source.start_seconds
+        try:
+            return draft_tpot(
+                self.source, spec, prompts, params, self.progress, keep=[self.baseline],
+                concurrency=concurrency, timeout=self._timeout,
+            )  # fmt: skip
+        finally:
+            spent = time.perf_counter() - began - (self.source.start_seconds - starting)
+            self.time += TimeSpent(cost_ratio_seconds=spent)
 
     @staticmethod
     def _judge_adaptive(result: Result, adaptive: bool, thresholds: list[float]) -> Result:
@@ -469,9 +495,10 @@ class Bench:
 
         Every candidate is checked before any engine starts; each then runs like
         :meth:`run` (same prompts and keywords) under the label of its name, so its result's
-        key is ``name[candidate]``. The :class:`~pytest_specdecode.measure.choice.Ranking`
-        orders them by speedup, marks those whose 95% interval overlaps the fastest one's as
-        tied, and names the best one worth it (``.best``, None when none is).
+        key is ``name[candidate]`` (those whose engine is running first). The
+        :class:`~pytest_specdecode.measure.choice.Ranking` orders them by speedup, marks those
+        whose 95% interval overlaps the fastest one's as tied, and names the best one worth it
+        (``.best``, None when none is).
         """
         __tracebackhide__ = True
         prompts = validate_prompts(prompts, "choose_draft")
@@ -484,11 +511,14 @@ class Bench:
         taken = {r.label for r in self.results}
         for name in configs:
             self._claim_label(name, taken)  # refused before any engine starts
+        # an engine already running goes first (it may have to make room for the next ones);
+        # the ranking does not depend on the order
+        order = sorted(configs, key=lambda name: not self.source.is_running(configs[name]))
         results = {
-            name: self._run(config, prompts, max_tokens=max_tokens, label=name, **run_kwargs)
-            for name, config in configs.items()
+            name: self._run(configs[name], prompts, max_tokens=max_tokens, label=name, **run_kwargs)
+            for name in order
         }
-        return Ranking.of(self.name, results)
+        return Ranking.of(self.name, {name: results[name] for name in configs})
 
     def sample_equivalence(
         self,
@@ -520,8 +550,13 @@ class Bench:
             f"sampling {samples} continuations of {tokens} tokens per engine at temperature "
             f"{temperature:g}"
         )
-        return compare_distributions(
-            self.engine("baseline"), self.engine("speculative"), prompts,
-            temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
-            nodeid=self.name, **sampling,
-        )  # fmt: skip
+        began, starting = time.perf_counter(), self.source.start_seconds
+        try:
+            return compare_distributions(
+                self.engine("baseline"), self.engine("speculative"), prompts,
+                temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
+                nodeid=self.name, **sampling,
+            )  # fmt: skip
+        finally:
+            spent = time.perf_counter() - began - (self.source.start_seconds - starting)
+            self.time += TimeSpent(sampling_seconds=spent)

@@ -21,7 +21,9 @@ def draft_alone(speculative: EngineConfig) -> EngineConfig | None:
     """The engine that runs the draft model by itself (to time one draft step)."""
     if speculative.method != "draft_model" or speculative.draft is None:
         return None
-    return EngineConfig.create(speculative.draft, None, speculative.engine_kwargs)
+    return EngineConfig.create(
+        speculative.draft, None, speculative.engine_kwargs, role="draft model alone"
+    )
 
 
 def measure_draft_tpot(

@@ -4,6 +4,7 @@ adds as much to the baseline as to the speculative side over every two rounds.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ class PairedRounds:
     memory_gib: dict[str, float | None] = field(default_factory=dict)  # per side
     kv_cache_tokens: dict[str, int | None] = field(default_factory=dict)  # per side
     looks: int | None = None  # the most rounds, when a stopping rule could end the run early
+    warmup_seconds: float = 0.0  # wall time of the warm-up rounds
+    round_seconds: float = 0.0  # wall time of the measured rounds
 
     @property
     def ratios(self) -> list[float]:
@@ -65,12 +68,25 @@ class _Recorder:
         self.spec_rounds: list[Round] = []
         self.per_round: list[Counters] = []
         self.first = self.last = spec.counters()
+        self.warmup_seconds = 0.0
+        self.round_seconds = 0.0
+        self._since = time.perf_counter()  # the last round's end
+
+    def baseline(self, round_: Round) -> None:
+        self.base.append(round_)
+        self._tick()
 
     def speculative(self, round_: Round) -> None:
         self.spec_rounds.append(round_)
         current = self.spec.counters()
         self.per_round.append(current.since(self.last))
         self.last = current
+        self._tick()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.round_seconds += now - self._since
+        self._since = now
 
 
 def run_paired(
@@ -104,18 +120,20 @@ def run_paired(
         return _sequential(source, baseline, speculative, gen, trials, warmup, timeout, progress)
     base = source.acquire(baseline, keep=[speculative], timeout=timeout)
     spec = source.acquire(speculative, keep=[baseline], timeout=timeout)
+    began = time.perf_counter()
     for _ in range(warmup):
         gen(base)
         gen(spec)
     memory = {"baseline": _memory(source, base), "speculative": _memory(source, spec)}
     rec = _Recorder(spec)
+    rec.warmup_seconds = time.perf_counter() - began
     for i in range(trials):
         if i % 2 == 0:
-            rec.base.append(gen(base))
+            rec.baseline(gen(base))
             rec.speculative(gen(spec))
         else:
             rec.speculative(gen(spec))
-            rec.base.append(gen(base))
+            rec.baseline(gen(base))
         progress(
             f"round {i + 1}/{trials}: baseline {rec.base[-1].elapsed:.2f} s, "
             f"speculative {rec.spec_rounds[-1].elapsed:.2f} s"
@@ -141,15 +159,22 @@ def _sequential(
     """A pool of one: every baseline round, then every speculative round."""
     __tracebackhide__ = True
     base = source.acquire(baseline, timeout=timeout)
+    began = time.perf_counter()
     for _ in range(warmup):
         gen(base)
+    warmup_seconds = time.perf_counter() - began
     memory = {"baseline": _memory(source, base)}
+    began = time.perf_counter()
     base_rounds = [gen(base) for _ in range(trials)]
+    round_seconds = time.perf_counter() - began
     spec = source.acquire(speculative, timeout=timeout)
+    began = time.perf_counter()
     for _ in range(warmup):
         gen(spec)
     memory["speculative"] = _memory(source, spec)
     rec = _Recorder(spec)
+    rec.warmup_seconds = warmup_seconds + time.perf_counter() - began
+    rec.round_seconds = round_seconds
     rec.base = base_rounds
     for _ in range(trials):
         rec.speculative(gen(spec))
@@ -179,6 +204,8 @@ def _paired(
             "speculative": spec.info.get("kv_cache_tokens"),
         },
         looks=looks,
+        warmup_seconds=rec.warmup_seconds,
+        round_seconds=rec.round_seconds,
     )
 
 
