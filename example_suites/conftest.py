@@ -36,6 +36,9 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
     "long_context": {"min_speedup": 1.1, "min_acceptance_rate": 0.45, "max_long_to_short": 1.0},
 }
 
+#: Engines resident at once on the tiny models (the plugin's default is 2).
+TINY_MAX_ENGINES = 3
+
 #: Engine settings for the tiny models, with room for the long-context prompts.
 TINY_ENGINE_KWARGS = {**ENGINE_KWARGS, "max_model_len": 2048}
 
@@ -81,6 +84,12 @@ def pytest_configure(config: pytest.Config) -> None:
         or config.getini("specdecode_engine_kwargs")
     ):
         config.option.specdecode_engine_kwargs = json.dumps(TINY_ENGINE_KWARGS)
+    if not (config.getoption("specdecode_max_engines", None) or config.getini(
+        "specdecode_max_engines"
+    )):  # fmt: skip
+        # choose_draft's proposers and the draft alone (cost ratio) beside the pair: with
+        # three tiny engines resident no engine is started twice (a few GiB of RAM)
+        config.option.specdecode_max_engines = str(TINY_MAX_ENGINES)
 
 
 def _parse_gates(values: list[str]) -> dict[str, dict[str, float]]:

@@ -273,6 +273,14 @@ SETTINGS: tuple[Setting, ...] = (
         flag=True,
     ),
     Setting(
+        "no_reorder",
+        "run specdecode tests in file order (by default tests sharing engines run together, "
+        "and under pytest-xdist go to one worker)",
+        _bool,
+        default=False,
+        flag=True,
+    ),
+    Setting(
         "gpus_per_worker",
         "GPUs given to each pytest-xdist worker through CUDA_VISIBLE_DEVICES (default 1)",
         _positive_int,

@@ -218,7 +218,7 @@ def test_the_fixture_reports_the_ranking(
         "rank*candidate*method (k)*speedup [[]95% CI]*extra GiB*verdict",
         "1 * small * draft_model (3) * 2.*x [[]*] * 0.10 * - * worth it * best",
         "2 * ngram * ngram (2) * 1.*x [[]*] * 0.00 * - * worth it",
-        "*engine start(s)*",
+        "time: * wall: * engine starts *",
         "*- worth it? (per target and proposer) -*",
         "ngram on org/target: worth it for chat at batch 2: 1.*x",
         "  UNKNOWN batch size *",

@@ -174,10 +174,13 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
 
 def test_engines_are_reused(suite_run: Any) -> None:
     """Six tests on two speculative configs: baseline, draft and other-draft start once each,
-    and choosing between the two drafts (two resident engines) starts the draft once more."""
+    and choosing between the two drafts (two resident engines) measures the running other
+    draft first, then starts the draft once more (the one restart, named with its reason)."""
     _, output, report, _ = suite_run
     assert report["session"]["engine_starts"] == 4, output
-    assert "4 engine start(s)" in output
+    assert report["session"]["time"]["restarts"] == 1, output
+    assert "4 engine starts (1 restart)" in output
+    assert "restarting speculative engine" in output and "to make room for" in output
     assert "choose_draft " in output and report["rankings"][0]["best"] == "draft"
 
 

@@ -53,7 +53,9 @@ def test_run(specdecode, i):
 def test_two_workers_one_table_one_report(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=SUITE)
+    # xdist's own load scheduling (the tests share engines: grouped, one worker would run all)
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "--specdecode-no-reorder",
                                            "--specdecode-report", "report.json")  # fmt: skip
     result.assert_outcomes(passed=6)
     out = result.stdout.str()
@@ -85,7 +87,9 @@ def test_choose(specdecode, i):
 def test_rankings_made_in_workers_reach_the_controller(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=RANKING_SUITE)
+    # xdist's own load scheduling (the tests share engines: grouped, one worker would run all)
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "--specdecode-no-reorder",
                                            "--specdecode-report", "report.json")  # fmt: skip
     result.assert_outcomes(passed=4)
     summary = result.stdout.str().split("speculative decoding summary", 1)[1]

@@ -22,6 +22,7 @@ from ..measure.equivalence import DistributionCheck
 from ..measure.result import Result
 from ..measure.sweep import Sweep
 from .marker import MARKER, TestSpec
+from .order import test_id
 from .session import SpecDecodeSession
 
 SESSION_KEY = pytest.StashKey[SpecDecodeSession]()
@@ -58,6 +59,7 @@ class SpecDecode:
             reference=None if session.saving else lambda lb: session.reference(spec.nodeid, lb),
             on_result=self._collect, progress=session.progress, **settings,
         )  # fmt: skip
+        session.benches.append(self.bench)
 
     @property
     def results(self) -> list[Result]:
@@ -141,7 +143,7 @@ def vllm_available() -> bool:
 
 def _spec_for(request: pytest.FixtureRequest) -> TestSpec:
     session = request.config.stash[SESSION_KEY]
-    nodeid = request.node.nodeid
+    nodeid = test_id(request.node)
     if nodeid in session.spec_errors:
         raise session.spec_errors[nodeid]
     spec = session.specs.get(nodeid)

@@ -13,8 +13,17 @@ from ..measure.assertions import check_gates
 from ..settings import SETTINGS, load_global
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
+from .order import groups, reorder, schedule, test_id
 from .session import SpecDecodeSession
-from .xdist import WORKERINPUT_KEY, XdistController, check_worker_count, to_wire
+from .xdist import (
+    GROUPS_KEY,
+    WORKERINPUT_KEY,
+    WORKEROUTPUT_KEY,
+    XdistController,
+    check_worker_count,
+    to_wire,
+    write_groups,
+)
 
 __all__ = ["baseline_engine", "specdecode", "speculative_engine"]
 
@@ -91,7 +100,8 @@ def _setup_xdist(config: pytest.Config, state: SpecDecodeSession) -> None:
     if not workers or not config.pluginmanager.hasplugin("xdist"):
         return
     per_worker = state.settings.get("gpus_per_worker")
-    controller = XdistController(config, per_worker)
+    by_engines = not state.settings.get("no_reorder") and not state.served
+    controller = XdistController(config, per_worker, by_engines=by_engines)
     try:
         check_worker_count(int(workers), controller.groups, len(controller.gpus), per_worker)
     except ConfigError as exc:
@@ -115,9 +125,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return max(1, len(gpu_groups(gpus, per_worker)))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    # tryfirst: before other plugins see (and reorder) the items
     state = config.stash[SESSION_KEY]
     wanted = state.settings.get("category")
     keep, deselected = [], []
@@ -137,14 +149,25 @@ def pytest_collection_modifyitems(
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = keep
+    if not state.settings.get("no_reorder") and not state.served:
+        items[:] = reorder(items, state.specs)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get(GROUPS_KEY):
+        # a pytest-xdist worker: the controller's scheduler sends each group to one worker
+        write_groups(workerinput[GROUPS_KEY], workerinput["workerid"], groups(state.specs))
+    state.schedule = schedule(
+        [state.specs[i.nodeid] for i in items if i.nodeid in state.specs],
+        cost_ratio=state.settings.get("cost_ratio") != "off" and not state.served,
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash[SESSION_KEY]
-    error = state.spec_errors.get(item.nodeid)
+    nodeid = test_id(item)
+    error = state.spec_errors.get(nodeid)
     if error is not None:
         pytest.fail(str(error), pytrace=False)
-    spec = state.specs.get(item.nodeid)
+    spec = state.specs.get(nodeid)
     if spec is not None and spec.min_gpus:
         from ..engines.hardware import nvml_gpus
 
@@ -154,29 +177,32 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if state.settings.get("require_gpu"):
                 pytest.fail(f"{reason} and --specdecode-require-gpu is set", pytrace=False)
             pytest.skip(reason)
+    if spec is not None:
+        state.plan_from(nodeid)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     state = item.config.stash[SESSION_KEY]
+    nodeid = test_id(item)
     try:
         outcome = yield
     except InconclusiveError as exc:
         pytest.skip(f"inconclusive: {exc}")
     except GateError as exc:
-        state.gate_failed(item.nodeid, exc)
+        state.gate_failed(nodeid, exc)
         raise
-    spec = state.specs.get(item.nodeid)
+    spec = state.specs.get(nodeid)
     failures: list[str] = []
     if spec is not None and spec.gates:
         try:
-            for result in state.results_for(item.nodeid):
+            for result in state.results_for(nodeid):
                 for message in check_gates(result, spec.gates):
-                    state.gate_failed(item.nodeid, GateError(message, result.key))
+                    state.gate_failed(nodeid, GateError(message, result.key))
                     failures.append(message)
         except InconclusiveError as exc:
             pytest.skip(f"inconclusive: {exc}")
-    failures += state.check_regressions(item.nodeid)
+    failures += state.check_regressions(nodeid)
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
     return outcome
@@ -189,18 +215,17 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         state = item.config.stash[SESSION_KEY]
-        results = state.judge(item.nodeid, None if report.skipped else report.passed)
+        nodeid = test_id(item)
+        results = state.judge(nodeid, None if report.skipped else report.passed)
         if results and hasattr(item.config, "workerinput"):
             # pytest-xdist worker: the results travel to the controller with the report, as
             # plain JSON types (execnet cannot serialise anything else)
             worker = item.config.workerinput.get("workerid")
             extra = {
                 "specdecode_results": [{**state.entry(r), "worker": worker} for r in results],
-                "specdecode_verdicts": [vars(v) for v in state.verdicts if v.nodeid == item.nodeid],
+                "specdecode_verdicts": [vars(v) for v in state.verdicts if v.nodeid == nodeid],
                 "specdecode_engine_info": dict(state.engine_info),
-                "specdecode_rankings": [
-                    r.to_dict() for r in state.rankings if r.nodeid == item.nodeid
-                ],
+                "specdecode_rankings": [r.to_dict() for r in state.rankings if r.nodeid == nodeid],
             }
             report.__dict__.update(to_wire(extra))
     return report
@@ -211,8 +236,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None:
         return
     try:
-        if hasattr(session.config, "workerinput"):
-            return  # pytest-xdist worker: the controller writes every file
+        if hasattr(session.config, "workerinput"):  # the controller writes every file
+            output = getattr(session.config, "workeroutput", {})
+            output[WORKEROUTPUT_KEY] = to_wire(state.worker_output())
+            return
         if state.results or state.remote_results:
             _write_outputs(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         matching = state.matching()
@@ -282,7 +309,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
     if state is None or not (state.results or state.remote_results):
         return
-    from ..reporting.table import printable, ranking_line, render, render_ranking
+    from ..reporting.table import printable, ranking_line, render, render_ranking, time_line
 
     terminalreporter.write_sep("=", "speculative decoding summary")
     terminalreporter.write_line(render(state.result_dicts(with_outputs=False)))
@@ -292,9 +319,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"choose_draft {ranking_line(ranking)}")
         terminalreporter.write_line(render_ranking(ranking))
     terminalreporter.write_line(
-        f"{state.engine_starts} engine start(s); speedup = baseline time / speculative time "
-        "per paired round (geometric mean); accept rate = accepted / draft tokens"
+        "speedup = baseline time / speculative time per paired round (geometric mean); "
+        "accept rate = accepted / draft tokens"
     )
+    session = state.report_session()
+    terminalreporter.write_line(time_line(session))
+    for note in session["start_notes"]:
+        terminalreporter.write_line(f"engine starts: {printable(note)}")
     terminalreporter.write_sep("-", "worth it? (per target and proposer)")
     for checklist in state.checklists():
         for line in checklist.text():

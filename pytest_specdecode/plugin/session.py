@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..baselines.compare import (
     Matching,
@@ -24,12 +24,17 @@ from ..baselines.compare import (
 )
 from ..baselines.environment import collect
 from ..engines.protocol import EngineSource
+from ..engines.schedule import Need
 from ..errors import ConfigError, GateError
 from ..measure.result import Outcome, Result, entry
 from ..measure.sequential import Reference
+from ..measure.timing import TimeSpent
 from ..reporting.checklist import Checklist, checklists
 from ..settings import BY_NAME, MIN_BASELINE_ROUNDS, GlobalSettings, check_served_pair
 from .marker import TestSpec
+
+if TYPE_CHECKING:
+    from ..measure.bench import Bench
 
 
 @dataclass
@@ -66,6 +71,13 @@ class SpecDecodeSession:
     output_errors: list[str] = field(default_factory=list)
     #: (what, path) of every file written at the end of the session
     written: list[tuple[str, str]] = field(default_factory=list)
+    #: each specdecode test's node id and the engine keys it needs, in run order
+    schedule: list[tuple[str, Need]] = field(default_factory=list)
+    #: every Bench the tests made (their time spent on warm-up, rounds, ...)
+    benches: list[Bench] = field(default_factory=list)
+    #: time spent by each pytest-xdist worker, and how its engines started (controller only)
+    remote_time: list[TimeSpent] = field(default_factory=list)
+    remote_start_notes: list[str] = field(default_factory=list)
     _environment: dict[str, Any] | None = None
     _pool: EngineSource | None = None
 
@@ -136,7 +148,33 @@ class SpecDecodeSession:
 
     @property
     def engine_starts(self) -> int:
-        return self._pool.starts if self._pool is not None else 0
+        return self.time_spent().engine_starts
+
+    def plan_from(self, nodeid: str) -> None:
+        """A test starts: tell the pool what it and the tests after it need."""
+        ids = [n for n, _ in self.schedule]
+        if nodeid in ids:
+            self.pool.plan([need for _, need in self.schedule[ids.index(nodeid) :]])
+
+    def own_time(self) -> TimeSpent:
+        """Time this process spent: its pool's engine starts and its tests' measurements."""
+        spent = TimeSpent()
+        if self._pool is not None:
+            spent = TimeSpent(
+                engine_starts=self._pool.starts,
+                restarts=self._pool.restarts,
+                start_seconds=self._pool.start_seconds,
+            )
+        for bench in self.benches:
+            spent += bench.time
+        return spent
+
+    def time_spent(self) -> TimeSpent:
+        """Time spent by this process and every pytest-xdist worker."""
+        total = self.own_time()
+        for remote in self.remote_time:
+            total += remote
+        return total
 
     def results_for(self, nodeid: str) -> list[Result]:
         return [r for r in self.results if r.nodeid == nodeid]
@@ -252,16 +290,26 @@ class SpecDecodeSession:
         matching = self.matching()
         return [] if matching is None else [result_key(r) for r in matching.missing]
 
+    def report_session(self) -> dict[str, Any]:
+        """The report's ``session`` part: engine starts and where the wall time went."""
+        spent = self.time_spent()
+        wall = time.time() - self.started
+        other = None if self.remote_time else round(wall - spent.accounted_seconds, 3)
+        return {
+            "engine_starts": spent.engine_starts,
+            "engine_start_seconds": round(spent.start_seconds, 3),
+            "max_engines": self.settings.get("max_engines"),
+            "wall_seconds": wall,
+            "workers": len({r.get("worker") for r in self.remote_results}) or 1,
+            "time": {**spent.to_dict(), "other_seconds": other},
+            "reordered": not self.settings.get("no_reorder") and not self.served,
+            "start_notes": self.start_notes(),
+        }
+
     def report(self) -> dict[str, Any]:
         from ..baselines import files as report
 
-        session = {
-            "engine_starts": self.engine_starts,
-            "engine_start_seconds": self._pool.start_seconds if self._pool is not None else 0.0,
-            "max_engines": self.settings.get("max_engines"),
-            "wall_seconds": time.time() - self.started,
-            "workers": len({r.get("worker") for r in self.remote_results}) or 1,
-        }
+        session = self.report_session()
         data = report.build(self.result_dicts(), self.environment(), session)
         if self.sweeps:
             data["sweeps"] = [s.to_dict() for s in self.sweeps]
@@ -272,6 +320,20 @@ class SpecDecodeSession:
         if data["results"]:
             data["checklist"] = [c.to_dict() for c in checklists(data)]
         return data
+
+    def start_notes(self) -> list[str]:
+        """How engines started: why some started one after the other."""
+        notes = list(getattr(self._pool, "sequential_reasons", []))
+        return notes + [n for n in dict.fromkeys(self.remote_start_notes) if n not in notes]
+
+    def worker_output(self) -> dict[str, Any]:
+        """What a pytest-xdist worker sends the controller when it finishes."""
+        return {"time": self.own_time().to_dict(), "start_notes": self.start_notes()}
+
+    def receive_worker_output(self, output: dict[str, Any]) -> None:
+        """Take what a finished pytest-xdist worker sent (:meth:`worker_output`)."""
+        self.remote_time.append(TimeSpent.of(output.get("time") or {}))
+        self.remote_start_notes.extend(output.get("start_notes") or [])
 
     def ranking_dicts(self) -> list[dict[str, Any]]:
         """Every ``choose_draft`` ranking of the session as a dict: local ones, then those

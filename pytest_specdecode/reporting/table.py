@@ -204,3 +204,33 @@ def render_comparison(verdicts: Iterable[Any], tablefmt: str = "simple") -> str:
         ]
         table.append([printable(cell) for cell in cells])
     return tabulate(table, headers=COMPARISON_HEADERS, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _seconds(value: Any) -> str:
+    seconds = float(value or 0.0)
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def time_line(session: Mapping[str, Any]) -> str:
+    """Where the session's wall time went, from a report's ``session`` part: engine starts
+    (count, restarts, seconds), warm-up, measured rounds, cost ratio, sampling, other."""
+    spent = session.get("time") or {}
+    workers = int(session.get("workers") or 1)
+    starts, restarts = int(spent.get("engine_starts", 0)), int(spent.get("restarts", 0))
+    again = f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else ""
+    parts = [
+        f"{starts} engine start{'s' if starts != 1 else ''}{again} "
+        + _seconds(spent.get("start_seconds")),
+        f"warm-up {_seconds(spent.get('warmup_seconds'))}",
+        f"measured rounds {_seconds(spent.get('round_seconds'))}",
+    ]
+    for key, name in (("cost_ratio_seconds", "cost ratio"), ("sampling_seconds", "sampling")):
+        if spent.get(key):
+            parts.append(f"{name} {_seconds(spent[key])}")
+    other = spent.get("other_seconds")
+    if other is not None:
+        parts.append(f"other {_seconds(other)}")
+    head = f"time: {_seconds(session.get('wall_seconds'))} wall"
+    if workers > 1 or other is None:
+        head += f" over {workers} pytest-xdist workers (the parts add up their time)"
+    return f"{head}: " + ", ".join(parts)
