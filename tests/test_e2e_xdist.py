@@ -2,7 +2,8 @@
 
 Reproduces issue 16's crash (the worker's ``torch.__version__`` could not cross to the
 controller) and its lost verdicts (parametrized cases missing from the controller's comparison
-table). Each worker starts its own baseline and speculative engine once per run.
+table). The two engine groups (the draft pair; the n-gram-marked choice) go to one worker each,
+which starts its engines once per run.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def test_case(specdecode, case):
     specdecode.run(["the hot word is", "water and people"], max_tokens=16)
     specdecode.run(["we can see him now"], max_tokens=16, label="second")
 
-@pytest.mark.specdecode("structured", speculative_config=DRAFT)
+@pytest.mark.specdecode("structured", speculative_config=NGRAM)
 def test_choice(specdecode):
     specdecode.choose_draft(
         prompts("structured", 2, seed=1), {{"draft": DRAFT, "ngram": NGRAM}}, max_tokens=32
@@ -93,6 +94,12 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
     assert [sorted(c["name"] for c in r["candidates"]) for r in rankings] == [["draft", "ngram"]]
     assert rankings[0]["nodeid"].endswith("test_choice")
     assert {r["worker"] for r in results} == {"gw0", "gw1"}
+    # one engine group per worker: the parametrized cases share a worker, the choice has the other
+    workers = {r["nodeid"].split("::")[-1]: r["worker"] for r in results}
+    assert workers["test_case[a]"] == workers["test_case[b]"] != workers["test_choice"]
+    time = runs["saved"]["session"]["time"]
+    assert time["restarts"] == 0 and time["engine_starts"] == 5, time  # 2 + 3 (draft, n-gram)
+    assert "over 2 pytest-xdist workers" in runs["saved_out"]
     assert {len(r["ratios"]) for r in results} == {20}  # a baseline takes its own rounds
     assert runs["saved"]["environment"]["torch"].endswith("+cpu")
 

@@ -81,12 +81,15 @@ def test_tests_sharing_engines_run_together_and_no_engine_starts_twice(
     time = report["session"]["time"]
     assert (time["engine_starts"], time["restarts"]) == (4, 0)
     assert set(time) == {
-        "engine_starts", "restarts", "start_seconds", "warmup_seconds", "round_seconds",
+        "engine_starts", "restarts", "start_seconds", "stop_seconds", "warmup_seconds",
+        "round_seconds",
         "cost_ratio_seconds", "sampling_seconds", "other_seconds",
     }  # fmt: skip
     assert 0 <= time["other_seconds"] <= report["session"]["wall_seconds"]
     assert report["session"]["reordered"] is True
-    assert re.search(r"time: [\d.]+ s wall: 4 engine starts [\d.]+ s, warm-up [\d.]+ s", out)
+    assert re.search(
+        r"time: [\d.]+ s wall: 4 engine starts [\d.]+ s, shutdowns [\d.]+ s, warm-up [\d.]+ s", out
+    )
 
 
 def test_no_reorder_keeps_the_file_order_and_names_the_restart(

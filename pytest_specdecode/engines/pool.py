@@ -84,6 +84,7 @@ class EnginePool:
         self.starts = 0
         self.restarts = 0
         self.start_seconds = 0.0
+        self.stop_seconds = 0.0  # shutting engines down (evictions, close)
         #: why engines started one after the other (once per reason)
         self.sequential_reasons: list[str] = []
 
@@ -152,7 +153,9 @@ class EnginePool:
             needed_by = ", ".join(c.describe() for c in batch)
             self._gone[out] = f"it was shut down to make room for {needed_by}"
             self.progress(f"shutting down {old.config.describe()} (pool holds {self.max_engines})")
+            stopping = time.perf_counter()
             old.close()
+            self.stop_seconds += time.perf_counter() - stopping
         placements = [place(c, self.device, self.max_engines) for c in batch]
         why = start_together(self.device, placements)
         if why is not None and why not in self.sequential_reasons:
@@ -210,6 +213,13 @@ class EnginePool:
         Then remove the logs of engines that did not fail (and the pool's own log folder when
         nothing is left in it).
         """
+        stopping = time.perf_counter()
+        try:
+            self._close()
+        finally:
+            self.stop_seconds += time.perf_counter() - stopping
+
+    def _close(self) -> None:
         interrupted: BaseException | None = None
         while self._engines:
             _, engine = self._engines.popitem(last=False)

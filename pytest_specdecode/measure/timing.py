@@ -1,5 +1,5 @@
-"""Where a session's wall time goes: engine starts, warm-up, measured rounds, the cost-ratio
-timing and distribution sampling (the rest is "other": pytest, imports, the reports)."""
+"""Where a session's wall time goes: engine starts and shutdowns, warm-up, measured rounds,
+the cost-ratio timing and distribution sampling (the rest is "other": pytest, the reports)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class TimeSpent:
     engine_starts: int = 0
     restarts: int = 0  # starts of an engine the session had started before
     start_seconds: float = 0.0  # waiting for engines to start (starts together counted once)
+    stop_seconds: float = 0.0  # shutting engines down (evictions and the session's end)
     warmup_seconds: float = 0.0
     round_seconds: float = 0.0  # the measured paired rounds
     cost_ratio_seconds: float = 0.0  # timing the draft model alone (its start not included)
@@ -34,6 +35,7 @@ class TimeSpent:
     def accounted_seconds(self) -> float:
         return (
             self.start_seconds
+            + self.stop_seconds
             + self.warmup_seconds
             + self.round_seconds
             + self.cost_ratio_seconds

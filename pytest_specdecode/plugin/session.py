@@ -164,6 +164,7 @@ class SpecDecodeSession:
                 engine_starts=self._pool.starts,
                 restarts=self._pool.restarts,
                 start_seconds=self._pool.start_seconds,
+                stop_seconds=getattr(self._pool, "stop_seconds", 0.0),
             )
         for bench in self.benches:
             spent += bench.time

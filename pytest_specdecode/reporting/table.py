@@ -221,6 +221,7 @@ def time_line(session: Mapping[str, Any]) -> str:
     parts = [
         f"{starts} engine start{'s' if starts != 1 else ''}{again} "
         + _seconds(spent.get("start_seconds")),
+        f"shutdowns {_seconds(spent.get('stop_seconds'))}",
         f"warm-up {_seconds(spent.get('warmup_seconds'))}",
         f"measured rounds {_seconds(spent.get('round_seconds'))}",
     ]
