@@ -237,9 +237,13 @@ class FakeWorker(FakeEngine):
     def alive(self) -> bool:
         return self._alive
 
-    def close(self) -> None:
+    def begin_close(self) -> None:
         self.source.events.append(("close", self.config.describe()))
         self._alive = False
+
+    def close(self) -> None:
+        if self._alive:
+            self.begin_close()
         super().close()
 
     def kill(self) -> None:

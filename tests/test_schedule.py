@@ -204,3 +204,17 @@ def test_choose_draft_measures_a_running_candidate_first() -> None:
     assert sorted(ranking.names) == ["draft", "ngram"]
     assert [r.label for r in bench.results] == ["draft", "ngram"]  # measured in this order
     assert (pool.starts, pool.restarts) == (3, 0)  # run as given, the pair would restart
+
+
+@pytest.mark.parametrize(("kind", "waited"), [("cpu", False), ("gpu", True)])
+def test_an_evicted_engine_shuts_down_while_the_next_starts_on_a_cpu(
+    kind: str, waited: bool
+) -> None:
+    world = FakeSource()
+    pool = fake_pool(world, device=Device(kind, "fake"))
+    pool.acquire(BASE, keep=[SPEC])
+    pool.acquire(OTHER, keep=[BASE])  # SPEC goes
+    assert ("close", SPEC.describe()) in world.events
+    assert world.closed == (1 if waited else 0)  # a GPU waits until its memory is free
+    pool.close()
+    assert world.closed == 3  # every engine reaped at the end

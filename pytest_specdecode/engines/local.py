@@ -134,6 +134,7 @@ class Engine(PlainCalls):
         #: the engine failed (start, crash, timeout, dead engine core): its log is worth keeping
         self.failed = False
         self._pending = False  # a command was sent and its answer not read (an interrupt)
+        self._closing = False  # asked to shut down (begin_close)
         self._reaped = False  # killed and reaped: its pid may belong to another process now
         self._core_pids: list[int] = []  # vLLM's long-lived processes, known once ready
         fd, self.log_path = tempfile.mkstemp(
@@ -291,17 +292,30 @@ class Engine(PlainCalls):
         __tracebackhide__ = True
         return Counters.of(self.call("spec_counters"))
 
+    def begin_close(self) -> None:
+        """Ask the worker to shut vLLM down, without waiting (:meth:`close` waits)."""
+        try:
+            if self._process.is_alive() and not self._pending and not self._conn.closed:
+                self._conn.send(("shutdown", {}))
+                self._pending = True  # its answer is read by close()
+                self._closing = True
+        except OSError:
+            pass
+
     def close(self, timeout: float = 60.0) -> None:
         """Ask the worker to shut vLLM down and exit; kill its process group if it won't.
 
         A worker still busy with an interrupted command is killed at once.
         """
         try:
-            if self._process.is_alive() and not self._pending and not self._conn.closed:
-                self._conn.send(("shutdown", {}))
-                if self._conn.poll(timeout):
-                    self._conn.recv()
-                self._process.join(10)
+            if self._process.is_alive() and not self._conn.closed:
+                if not self._pending:
+                    self._conn.send(("shutdown", {}))
+                    self._closing = True
+                if self._closing:
+                    if self._conn.poll(timeout):
+                        self._conn.recv()
+                    self._process.join(10)
         except (EOFError, OSError):
             pass
         finally:

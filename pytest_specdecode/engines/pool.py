@@ -77,6 +77,7 @@ class EnginePool:
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="specdecode-logs-")
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._spawned: list[Engine] = []  # every engine started, ready or not
+        self._stopping: list[Engine] = []  # evicted, shutting down (reaped at close)
         self._upcoming: list[frozenset[str]] = []  # needs of the work ahead, running test first
         self._gone: dict[str, str] = {}  # key -> why its engine is no longer running
         self._engine_factory = engine_factory
@@ -154,7 +155,11 @@ class EnginePool:
             self._gone[out] = f"it was shut down to make room for {needed_by}"
             self.progress(f"shutting down {old.config.describe()} (pool holds {self.max_engines})")
             stopping = time.perf_counter()
-            old.close()
+            if self.device.kind == "gpu":
+                old.close()  # its memory must be free before the next engine sizes its own
+            else:  # it shuts down while the next one starts; reaped at close()
+                old.begin_close()
+                self._stopping.append(old)
             self.stop_seconds += time.perf_counter() - stopping
         placements = [place(c, self.device, self.max_engines) for c in batch]
         why = start_together(self.device, placements)
@@ -221,8 +226,12 @@ class EnginePool:
 
     def _close(self) -> None:
         interrupted: BaseException | None = None
-        while self._engines:
-            _, engine = self._engines.popitem(last=False)
+        closing = [*self._stopping, *self._engines.values()]
+        self._stopping, self._engines = [], OrderedDict()
+        for engine in closing:  # every one shuts down at the same time
+            engine.begin_close()
+        while closing:
+            engine = closing.pop(0)
             if interrupted is not None:
                 engine.kill()
                 continue
