@@ -1,7 +1,7 @@
 """Engine start-up: what the plugin adds to a bare vLLM start, the two engine modes, and the
 compile cache; prints figures (no pass/fail).
 
-    python benchmarks/startup.py overhead [--reps 3] [--speculative]
+    python benchmarks/startup.py overhead [--reps 3] [--speculative] [--mode in-process]
     python benchmarks/startup.py modes [--reps 3] [--blocks 6] [--trials 6] [--skip-starts]
     python benchmarks/startup.py compile [--starts 2] [--cache-root DIR] [--env NAME=VALUE]
 
@@ -76,6 +76,10 @@ from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.pool import EnginePool
 print("{MARK} imported", flush=True)
 args = json.loads(sys.argv[1])
+if args["mode"]:  # the pool places its engines in this mode
+    import functools
+    import pytest_specdecode.engines.pool as pool_module
+    pool_module.place = functools.partial(pool_module.place, mode=args["mode"])
 pool = EnginePool(2)
 engine = pool.acquire(EngineConfig.create(args["target"], args["spec"], args["engine_kwargs"]))
 print("{MARK} ready " + json.dumps(engine.info), flush=True)
@@ -209,9 +213,14 @@ def bare_start(
 
 
 def plugin_start(
-    target: str, spec: dict[str, Any] | None, kwargs: dict[str, Any], timeout: float
+    target: str,
+    spec: dict[str, Any] | None,
+    kwargs: dict[str, Any],
+    mode: str | None,
+    timeout: float,
 ) -> Start:
-    payload = {"target": target, "spec": spec, "engine_kwargs": kwargs}
+    """``EnginePool().acquire`` in a fresh process (in ``mode``; None: the pool's own)."""
+    payload = {"target": target, "spec": spec, "engine_kwargs": kwargs, "mode": mode}
     return launch(PLUGIN, payload, {}, timeout)
 
 
@@ -226,7 +235,7 @@ def overhead(args: argparse.Namespace) -> None:
             if side == "bare":
                 done = bare_start(target, spec, dict(ENGINE_KWARGS), args.mode, args.timeout)
             else:
-                done = plugin_start(target, spec, dict(ENGINE_KWARGS), args.timeout)
+                done = plugin_start(target, spec, dict(ENGINE_KWARGS), args.mode, args.timeout)
             times[side].append(done.seconds)
             mode = done.info.get("engine_mode", "?")
             print(f"  rep {rep + 1} {side:6s} {done.seconds:6.1f} s  [{mode}]", flush=True)
@@ -266,7 +275,7 @@ class ModeSource:
 
         self.mode = mode
         self.max_engines = max_engines
-        self.starts = 0
+        self.starts = self.restarts = 0
         self.start_seconds = 0.0
         self.device = detect_device()
         self.log_dir = tempfile.mkdtemp(prefix="specdecode-startup-")
@@ -292,6 +301,13 @@ class ModeSource:
             self.start_seconds += engine.start_seconds
         engine.timeout = timeout or 900.0
         return engine
+
+    def is_running(self, config: Any) -> bool:
+        engine = self.engines.get(config.key)
+        return engine is not None and bool(engine.alive)
+
+    def plan(self, upcoming: Any) -> None:
+        pass  # every engine stays resident
 
     def close(self) -> None:
         for engine in self.engines.values():
@@ -416,7 +432,7 @@ def main() -> None:
         "--env", action="append", default=[], metavar="NAME=VALUE", help="compile: set for vLLM"
     )
     parser.add_argument(
-        "--mode", default=None, help="overhead, compile: the bare start's engine mode"
+        "--mode", default=None, help="overhead, compile: engine mode (default: the pool's)"
     )
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args()

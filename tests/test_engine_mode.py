@@ -89,6 +89,13 @@ def test_in_process_placement_sets_the_variable_and_the_uniprocess_executor(
     assert "distributed_executor_backend" not in config().engine_kwargs  # the key is unchanged
 
 
+def test_engines_keep_vllms_layout_unless_in_process_is_asked_for() -> None:
+    """In-process changes the measured figures (benchmarks/startup.py modes): not a default."""
+    placement = place(config(), CPU, max_engines=2)
+    assert MULTIPROCESSING_ENV not in placement.env
+    assert "distributed_executor_backend" not in placement.engine_kwargs
+
+
 def test_multiprocess_placement_is_vllms_own_layout() -> None:
     placement = place(config(), CPU, max_engines=2, mode=MULTIPROCESS)
     assert MULTIPROCESSING_ENV not in placement.env
