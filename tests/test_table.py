@@ -129,3 +129,21 @@ def test_ranking_line_is_the_rankings_own_summary() -> None:
     ranking = Ranking.of("t.py::test_x", results)  # type: ignore[arg-type]
     assert ranking_line(ranking.to_dict()) == ranking.summary()
     assert ranking_line(Ranking.of("t", {}).to_dict()) == Ranking.of("t", {}).summary()
+
+
+def test_time_line_splits_the_wall_time() -> None:
+    from pytest_specdecode.reporting.table import time_line
+
+    session = {
+        "wall_seconds": 136.2, "workers": 1, "engine_mode": "multiprocess",
+        "time": {"engine_starts": 5, "restarts": 1, "start_seconds": 93.4, "stop_seconds": 5.2,
+                 "warmup_seconds": 7.3, "round_seconds": 30.1, "cost_ratio_seconds": 0.5,
+                 "sampling_seconds": 0.0, "other_seconds": 0.2},
+    }  # fmt: skip
+    assert time_line(session) == (
+        "time: 136 s wall (multiprocess engines): 5 engine starts (1 restart) 93 s, "
+        "shutdowns 5.2 s, warm-up 7.3 s, measured rounds 30 s, cost ratio 0.5 s, other 0.2 s"
+    )
+    workers = {**session, "workers": 2, "time": {**session["time"], "other_seconds": None}}
+    assert "over 2 pytest-xdist workers (the parts add up their time)" in time_line(workers)
+    assert "other" not in time_line(workers)

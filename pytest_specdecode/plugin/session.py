@@ -303,6 +303,7 @@ class SpecDecodeSession:
             "wall_seconds": wall,
             "workers": len({r.get("worker") for r in self.remote_results}) or 1,
             "time": {**spent.to_dict(), "other_seconds": other},
+            "engine_mode": self.engine_info.get("engine_mode"),
             "reordered": not self.settings.get("no_reorder") and not self.served,
             "start_notes": self.start_notes(),
         }

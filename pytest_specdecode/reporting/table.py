@@ -232,6 +232,8 @@ def time_line(session: Mapping[str, Any]) -> str:
     if other is not None:
         parts.append(f"other {_seconds(other)}")
     head = f"time: {_seconds(session.get('wall_seconds'))} wall"
+    if session.get("engine_mode"):
+        head += f" ({session['engine_mode']} engines)"
     if workers > 1 or other is None:
         head += f" over {workers} pytest-xdist workers (the parts add up their time)"
     return f"{head}: " + ", ".join(parts)
