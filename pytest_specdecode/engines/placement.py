@@ -69,7 +69,8 @@ CPU_AOT_COMPILE_NOTE = (
     "plain function; vLLM then calls finalize_loading() on it, which fails ('function' object "
     "has no attribute 'finalize_loading'), logs 'Compiling model again due to a load failure' "
     "and compiles and saves again on every start. Without AOT compile, inductor's own caches "
-    "make a repeated start of the tiny target 43 s instead of 59 s (90 s and 80 s cold)."
+    "serve a repeated start: the tiny target (2 CPU cores) starts in 36 s instead of 59-69 s "
+    "(benchmarks/startup.py compile)."
 )
 
 

@@ -183,7 +183,7 @@ class _Engine:
 
     def dead_cause(self, exc: BaseException) -> str:
         """What died under a ``vllm.LLM`` that raised ``EngineDeadError``: each engine-core
-        process that exited, with its exit cause."""
+        process that exited, with its exit cause (in-process: what the core raised)."""
         if self.mode == "in-process":
             return (
                 f"the engine core (in the worker process, pid {os.getpid()}) raised "
