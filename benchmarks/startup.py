@@ -3,6 +3,7 @@ compile cache; prints figures (no pass/fail).
 
     python benchmarks/startup.py overhead [--reps 3] [--speculative] [--mode in-process]
     python benchmarks/startup.py modes [--reps 3] [--blocks 6] [--trials 6] [--skip-starts]
+                                       [--skip-figures] [--method ngram]
     python benchmarks/startup.py compile [--starts 2] [--cache-root DIR] [--env NAME=VALUE]
 
 On the built-in tiny models (``pytest_specdecode.tiny``), each start in a fresh process (so
@@ -13,7 +14,8 @@ engine being ready:
   environment the plugin would give it, :func:`~pytest_specdecode.engines.placement.place`)
   and through the plugin (``EnginePool().acquire(config)``), interleaved (bare first in odd
   repetitions, plugin first in even ones); each start, the medians and the ratio
-  plugin / bare (issue 15 asks for at most 1.05).
+  plugin / bare (issue 15 asks for at most 1.05). Both in the pool's default engine mode, or
+  both in ``--mode``.
 - ``modes``: bare starts of the target and of the target with draft-model speculation in the
   ``in-process`` and ``multiprocess`` engine modes, interleaved, with a breakdown read from
   the time each log line arrived (the caller's imports, vLLM's engine-core process, its
