@@ -133,7 +133,8 @@ def test_killed_worker_reports_exit_cause_and_log(faults_run: Any) -> None:
 
 def test_fresh_engine_after_crash(faults_run: Any) -> None:
     _, output, report, *_ = faults_run
-    assert "is no longer running; starting a fresh one" in output
+    assert "is no longer running" in output
+    assert re.search(r"restarting speculative engine \(.*\): its engine had died", output)
     nodeids = [r["nodeid"] for r in report["results"]]
     assert nodeids[0].endswith("test_2_later_test_gets_a_fresh_engine"), nodeids
 
@@ -154,7 +155,7 @@ def test_dead_engine_core_reports_what_died_and_the_log(faults_run: Any) -> None
 def test_fresh_engine_after_a_dead_core(faults_run: Any) -> None:
     _, output, report, *_ = faults_run
     # once after the killed worker (test 1), once after the dead engine core (test 3)
-    assert output.count("is no longer running; starting a fresh one") >= 2, output
+    assert output.count("is no longer running") >= 2, output
     nodeids = [r["nodeid"] for r in report["results"]]
     assert any(n.endswith("test_4_later_test_after_a_dead_core_passes") for n in nodeids)
 

@@ -218,3 +218,27 @@ def test_an_evicted_engine_shuts_down_while_the_next_starts_on_a_cpu(
     assert world.closed == (1 if waited else 0)  # a GPU waits until its memory is free
     pool.close()
     assert world.closed == 3  # every engine reaped at the end
+
+
+def test_a_dead_engine_is_dropped_before_anything_is_evicted() -> None:
+    world = FakeSource()
+    messages: list[str] = []
+    pool = fake_pool(world, progress=messages.append)
+    spec = pool.acquire(SPEC, keep=[BASE])
+    spec.kill()  # its worker died
+    pool.acquire(OTHER, keep=[BASE])  # room comes from the dead engine: nothing alive goes
+    assert pool.is_running(BASE) and not any(m.startswith("shutting down") for m in messages)
+    assert any(m.endswith("is no longer running") for m in messages), messages
+    pool.acquire(SPEC, keep=[BASE])
+    assert any(m.startswith("restarting speculative engine") and m.endswith("its engine had died")
+               for m in messages), messages  # fmt: skip
+
+
+def test_every_failed_engine_of_a_start_is_reported() -> None:
+    world = FakeSource()
+    world.fail_start = {"org/draft", TARGET}
+    pool = fake_pool(world)
+    alone = cfg(target="org/draft")
+    with pytest.raises(EngineStartError) as info:
+        pool.acquire(alone, keep=[BASE])
+    assert str(info.value).count("failed to start") == 2  # both logs' engines are named

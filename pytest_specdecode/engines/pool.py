@@ -117,8 +117,9 @@ class EnginePool:
         A start may take the pool's ``timeout``; ``timeout`` (a test's own) bounds each call.
         """
         __tracebackhide__ = True
-        for wanted in (config, *keep):
-            self._drop_if_dead(wanted)
+        wanted = {c.key for c in (config, *keep)}
+        for resident in list(self._engines.values()):  # a dead one is never kept or evicted
+            self._drop_if_dead(resident.config, resident.config.key in wanted)
         engine = self._engines.get(config.key)
         if engine is None:
             self._start(config, keep)
@@ -127,10 +128,11 @@ class EnginePool:
         engine.timeout = timeout or self.timeout
         return engine
 
-    def _drop_if_dead(self, config: EngineConfig) -> None:
+    def _drop_if_dead(self, config: EngineConfig, wanted: bool) -> None:
         engine = self._engines.get(config.key)
         if engine is not None and not engine.alive:
-            self.progress(f"{config.describe()} is no longer running; starting a fresh one")
+            fresh = "; starting a fresh one" if wanted else ""
+            self.progress(f"{config.describe()} is no longer running{fresh}")
             self._engines.pop(config.key)
             self._gone[config.key] = "its engine had died"
             engine.failed = True
@@ -188,17 +190,13 @@ class EnginePool:
                 on_start=self._spawned.append, wait=False,
             )))  # fmt: skip
             self.starts += 1
-        failure: EngineError | None = None
+        failures: list[EngineError] = []
         try:
             for config, engine in engines:
                 try:
                     engine.wait_ready()
                 except EngineError as exc:  # the others may still start: wait for them
-                    if isinstance(exc, EngineStartError) and out_of_memory(str(exc)):
-                        exc = EngineStartError(
-                            f"{exc}\n{memory_advice(self.device, self.max_engines)}"
-                        )
-                    failure = failure or exc
+                    failures.append(exc)
                     continue
                 self._engines[config.key] = engine
                 self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
@@ -209,8 +207,16 @@ class EnginePool:
             raise
         finally:
             self.start_seconds += time.perf_counter() - began
-        if failure is not None:
-            raise failure
+        if failures:
+            raise self._start_failure(failures)
+
+    def _start_failure(self, failures: list[EngineError]) -> EngineError:
+        """One error for the engines of a start that failed (each with its log's end), with
+        the memory advice once when any ran out of memory."""
+        message = "\n\n".join(str(f) for f in failures)
+        if any(isinstance(f, EngineStartError) and out_of_memory(str(f)) for f in failures):
+            return EngineStartError(f"{message}\n{memory_advice(self.device, self.max_engines)}")
+        return type(failures[0])(message) if len(failures) > 1 else failures[0]
 
     def close(self) -> None:
         """Shut every engine down; none survives this call, even one interrupted mid-start.
