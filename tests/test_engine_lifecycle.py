@@ -18,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,15 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setattr(pool_module, "place", place)
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here even when pytest started with SIGINT ignored (a
+    job started in the background by a non-interactive shell inherits SIG_IGN)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _config(behaviour: str) -> EngineConfig:
