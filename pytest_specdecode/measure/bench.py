@@ -13,7 +13,8 @@ from __future__ import annotations
 import atexit
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -389,15 +390,24 @@ class Bench:
         __tracebackhide__ = True
         if spec.method != "draft_model" or self.served or self.settings.get("cost_ratio") == "off":
             return None
-        began, starting = time.perf_counter(), self.source.start_seconds
-        try:
+        with self._spending("cost_ratio_seconds"):
             return draft_tpot(
                 self.source, spec, prompts, params, self.progress, keep=[self.baseline],
                 concurrency=concurrency, timeout=self._timeout,
             )  # fmt: skip
+
+    @contextmanager
+    def _spending(self, kind: str) -> Iterator[None]:
+        """Add the block's wall time, less the engine starts it waited for (the source counts
+        those), to :attr:`time` under the ``TimeSpent`` field ``kind``."""
+        began, starting = time.perf_counter(), self.source.start_seconds
+        try:
+            yield
         finally:
-            spent = time.perf_counter() - began - (self.source.start_seconds - starting)
-            self.time += TimeSpent(cost_ratio_seconds=spent)
+            spent: dict[str, Any] = {
+                kind: time.perf_counter() - began - (self.source.start_seconds - starting)
+            }
+            self.time += TimeSpent(**spent)
 
     @staticmethod
     def _judge_adaptive(result: Result, adaptive: bool, thresholds: list[float]) -> Result:
@@ -550,13 +560,9 @@ class Bench:
             f"sampling {samples} continuations of {tokens} tokens per engine at temperature "
             f"{temperature:g}"
         )
-        began, starting = time.perf_counter(), self.source.start_seconds
-        try:
+        with self._spending("sampling_seconds"):
             return compare_distributions(
                 self.engine("baseline"), self.engine("speculative"), prompts,
                 temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
                 nodeid=self.name, **sampling,
             )  # fmt: skip
-        finally:
-            spent = time.perf_counter() - began - (self.source.start_seconds - starting)
-            self.time += TimeSpent(sampling_seconds=spent)

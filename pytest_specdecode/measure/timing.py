@@ -26,11 +26,6 @@ class TimeSpent:
             f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)
         })  # fmt: skip
 
-    def __sub__(self, other: TimeSpent) -> TimeSpent:
-        return TimeSpent(**{
-            f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)
-        })  # fmt: skip
-
     @property
     def accounted_seconds(self) -> float:
         return (

@@ -100,8 +100,7 @@ def _setup_xdist(config: pytest.Config, state: SpecDecodeSession) -> None:
     if not workers or not config.pluginmanager.hasplugin("xdist"):
         return
     per_worker = state.settings.get("gpus_per_worker")
-    by_engines = not state.settings.get("no_reorder") and not state.served
-    controller = XdistController(config, per_worker, by_engines=by_engines)
+    controller = XdistController(config, per_worker, by_engines=state.reorders)
     try:
         check_worker_count(int(workers), controller.groups, len(controller.gpus), per_worker)
     except ConfigError as exc:
@@ -149,7 +148,7 @@ def pytest_collection_modifyitems(
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = keep
-    if not state.settings.get("no_reorder") and not state.served:
+    if state.reorders:
         items[:] = reorder(items, state.specs)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get(GROUPS_KEY):

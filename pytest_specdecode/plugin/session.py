@@ -128,6 +128,12 @@ class SpecDecodeSession:
         return self.settings.get("speculative_url") is not None
 
     @property
+    def reorders(self) -> bool:
+        """Whether tests sharing local engines run together (and share a pytest-xdist
+        worker): not with ``--specdecode-no-reorder``, not against served endpoints."""
+        return not self.settings.get("no_reorder") and not self.served
+
+    @property
     def pool(self) -> EngineSource:
         """The engines of the session: a fake from a plugin hook, the served pair the
         settings name, or local vLLM workers."""
@@ -145,10 +151,6 @@ class SpecDecodeSession:
         from ..engines.pool import EnginePool
 
         return isinstance(self.pool, EnginePool)
-
-    @property
-    def engine_starts(self) -> int:
-        return self.time_spent().engine_starts
 
     def plan_from(self, nodeid: str) -> None:
         """A test starts: tell the pool what it and the tests after it need."""
@@ -304,7 +306,7 @@ class SpecDecodeSession:
             "workers": len({r.get("worker") for r in self.remote_results}) or 1,
             "time": {**spent.to_dict(), "other_seconds": other},
             "engine_mode": self.engine_info.get("engine_mode"),
-            "reordered": not self.settings.get("no_reorder") and not self.served,
+            "reordered": self.reorders,
             "start_notes": self.start_notes(),
         }
 

@@ -133,9 +133,7 @@ class XdistController:
         results = getattr(report, "specdecode_results", None)
         if not results:
             return
-        from .fixtures import SESSION_KEY
-
-        state = self.config.stash.get(SESSION_KEY, None)
+        state = self._state()
         if state is not None:
             state.receive(
                 results,
