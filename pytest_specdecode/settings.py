@@ -322,16 +322,29 @@ MARKER_THRESHOLDS: dict[str, tuple[float, float | None]] = {
     "min_match_rate": (0.0, 1.0),
     "max_extra_memory_gib": (0.0, None),
 }
-MARKER_KEYWORDS = (
-    "category",
-    "target",
-    "speculative_config",
-    "engine_kwargs",
-    "trials",
-    "timeout",
-    "min_gpus",
-    *MARKER_THRESHOLDS,
-)
+
+#: Every marker keyword and what it means: the one list the marker's validation, its
+#: ``--markers`` line and the documentation are made from.
+MARKER_KEYWORD_HELP: dict[str, str] = {
+    "category": "workload category (also the first positional argument); required",
+    "target": "target model for both engines (else --specdecode-target, else ini)",
+    "speculative_config": "the dict vLLM's --speculative-config takes (else the option or ini)",
+    "engine_kwargs": "vllm.LLM arguments for both engines, merged key by key over the "
+    "option's (marker keys win)",
+    "trials": "measured paired rounds per run(), or 'auto'",
+    "timeout": "seconds each engine call of this test may take",
+    "min_gpus": "skip (or, with --specdecode-require-gpu, fail) where NVML sees fewer GPUs",
+    "min_speedup": "every result's speedup at least this (as assert_speedup)",
+    "min_acceptance_rate": "every result's acceptance rate at least this, 0 to 1 (as "
+    "assert_acceptance_rate)",
+    "min_acceptance_length": "every result's mean acceptance length at least this, at least 1 "
+    "(as assert_acceptance_length)",
+    "min_match_rate": "every greedy result's share of identical outputs at least this, 0 to 1 "
+    "(as assert_outputs_equivalent)",
+    "max_extra_memory_gib": "every result's extra memory at most this many GiB (as "
+    "assert_extra_memory)",
+}
+MARKER_KEYWORDS = tuple(MARKER_KEYWORD_HELP)
 
 
 def parse_threshold(name: str, value: Any, source: str) -> float:

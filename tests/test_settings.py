@@ -111,3 +111,10 @@ def test_engine_configs_identify_engines() -> None:
     assert a.speculative.key == b.speculative.key
     assert a.baseline.key == b.baseline.key != a.speculative.key
     assert a.speculative.method == "ngram" and a.speculative.draft is None
+
+
+def test_every_marker_threshold_is_a_documented_marker_keyword() -> None:
+    from pytest_specdecode.settings import MARKER_KEYWORD_HELP, MARKER_THRESHOLDS
+
+    assert set(MARKER_THRESHOLDS) <= set(MARKER_KEYWORD_HELP)
+    assert all(text.strip() for text in MARKER_KEYWORD_HELP.values())

@@ -122,6 +122,31 @@ def test_cli_prints_the_folders(tmp_path: Path) -> None:
     assert Path(paths["target"]).is_relative_to(tmp_path)
 
 
+def test_cli_ini_points_the_plugin_at_the_tiny_models(pytester: pytest.Pytester) -> None:
+    """``--ini`` writes a pytest.ini the plugin reads: the settings parse and name the folders."""
+    from pytest_specdecode.settings import BY_NAME
+    from pytest_specdecode.tiny import ENGINE_KWARGS, TinyModels
+    from pytest_specdecode.tiny.__main__ import ini_text
+
+    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u")))
+    pytester.makefile(".ini", pytest=ini_text(models))
+    pytester.makepyfile(
+        """
+        def test_settings(pytestconfig):
+            import json
+            print("INI", json.dumps({k: pytestconfig.getini("specdecode_" + k)
+                  for k in ("target", "speculative_config", "engine_kwargs")}))
+        """
+    )
+    out = pytester.runpytest("-s", "-p", "no:cacheprovider")
+    line = next(x for x in out.outlines if "INI {" in x)
+    ini = json.loads(line.split("INI ", 1)[1])
+    assert ini["target"] == "/m/t"
+    config = BY_NAME["speculative_config"].parse(ini["speculative_config"], "ini")
+    assert config == {"method": "draft_model", "model": "/m/d", "num_speculative_tokens": 4}
+    assert BY_NAME["engine_kwargs"].parse(ini["engine_kwargs"], "ini") == ENGINE_KWARGS
+
+
 def test_example_prompt_files_match_the_corpus() -> None:
     """The committed example prompts are what ``prompts/generate.py`` writes."""
     generate = runpy.run_path(str(ROOT / "example_suites" / "prompts" / "generate.py"))

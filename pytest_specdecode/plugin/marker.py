@@ -18,11 +18,10 @@ from ..settings import (
 
 MARKER = "specdecode"
 MARKER_DOC = (
-    "specdecode(category, *, target=None, speculative_config=None, engine_kwargs=None, "
-    "trials=None, timeout=None, min_gpus=None, min_speedup=None, min_acceptance_rate=None, "
-    "min_acceptance_length=None, min_match_rate=None, max_extra_memory_gib=None): a "
-    "speculative-decoding test; the "
-    "thresholds given are checked against every result the test produces."
+    "specdecode(category, *, "
+    + ", ".join(f"{k}=None" for k in MARKER_KEYWORDS if k != "category")
+    + "): a speculative-decoding test; the thresholds given are checked against every "
+    "result the test produces."
 )
 
 
