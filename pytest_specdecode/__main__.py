@@ -10,6 +10,7 @@ be written).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -19,6 +20,7 @@ from .baselines.compare import (
     DEFAULT_TOLERANCES,
     Matching,
     StoredResults,
+    comparison_entries,
     environment_differences,
     parse_tolerances,
     result_key,
@@ -77,6 +79,10 @@ def _compare(args: argparse.Namespace) -> int:
     _say("")
     verdicts = verdicts_for(matching, tolerances, args.alpha)
     _say(render_comparison(verdicts, tablefmt=args.format))
+    if args.json:
+        _write(
+            args.json, json.dumps(comparison_entries(verdicts), indent=2, allow_nan=False) + "\n"
+        )
     regressed = [v for v in verdicts if v.status == "regressed"]
     _say("")
     _say(
@@ -88,17 +94,23 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if regressed else 0
 
 
+def _write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole (a :class:`ConfigError` naming it when it cannot be)."""
+    from .baselines.files import atomic_write_text
+
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+
+
 def _html(args: argparse.Namespace) -> int:
     from .baselines import files as report
     from .reporting.checklist import checklists
     from .reporting.html import render_html
 
     data = report.load(args.report, "report file")
-    page = render_html(data)
-    try:
-        report.atomic_write_text(args.output, page)
-    except OSError as exc:
-        raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
+    _write(args.output, render_html(data))
     for checklist in checklists(data):
         _say("\n".join(checklist.text()))
     _say(f"wrote {args.output}")
@@ -115,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--alpha", type=float, default=ALPHA, help="significance level")
     cmp.add_argument("--strict-environment", action="store_true")
     cmp.add_argument("--format", default="simple", help="tabulate format (github: Markdown)")
+    cmp.add_argument(
+        "--json", metavar="OUT", help="also write the verdicts as the report's comparisons list"
+    )
     page = commands.add_parser("html", help="render a saved report as a self-contained HTML page")
     page.add_argument("report", help="report or saved-run file")
     page.add_argument("output", help="HTML file to write")

@@ -14,6 +14,7 @@ from pytest_specdecode.baselines.compare import (
     Tolerance,
     compare_one,
     compare_runs,
+    comparison_entries,
     environment_differences,
     parse_tolerances,
     too_few_rounds,
@@ -158,6 +159,46 @@ def test_new_and_missing_tests() -> None:
         ("t.py::test_c[batch 32]", "new"),
         ("t.py::test_b", "missing"),
     ]
+
+
+def test_comparison_entries_state_each_decision() -> None:
+    rng = random.Random(6)
+    a = synthetic(rng, 2.0, trials=BASELINE_TRIALS)
+    worse = {**synthetic(rng, 1.5, 0.5, trials=NEW_TRIALS), "label": "x"}
+    b = {**synthetic(rng, 2.0), "nodeid": "t.py::test_b"}
+    few = {**b, "ratios": b["ratios"][:1], "samples": {}}  # one round: nothing to test
+    verdicts = compare_runs(
+        [{**a, "label": "x"}, b], [worse, few], parse_tolerances(DEFAULT_TOLERANCES)
+    )
+    entries = comparison_entries(verdicts)
+    assert [(e["key"], e["figure"], e["decision"]) for e in entries] == [
+        ("t.py::test_a[x]", "speedup", "regressed"),
+        ("t.py::test_a[x]", "acceptance_rate", "regressed"),
+        ("t.py::test_b", "speedup", "inconclusive"),
+        ("t.py::test_b", "acceptance_rate", "unchanged"),
+    ]
+    speedup = entries[0]
+    assert speedup["stored"] == pytest.approx(a["speedup"])
+    assert speedup["new"] == pytest.approx(worse["speedup"])
+    assert speedup["change"] == pytest.approx(worse["speedup"] / a["speedup"] - 1)
+    assert speedup["tolerance"] == "5%" and 3 <= speedup["rounds"] <= NEW_TRIALS
+    assert entries[1]["rounds"] is None and entries[1]["p_value"] < 0.01
+    # a drop beyond the tolerance that no test can judge (no per-round samples)
+    drop = compare_runs([b], [{**b, "acceptance_rate": 0.5, "samples": {}}],
+                        [Tolerance("acceptance_rate", 0.05, relative=False)])  # fmt: skip
+    assert drop[0].status == "unchanged" and drop[0].decision == "inconclusive"
+    assert drop[0].to_dict()["tolerance"] == "0.05"
+    none = compare_runs(
+        [b], [{**b, "acceptance_rate": None}], [Tolerance("acceptance_rate", 0.05, True)]
+    )
+    assert none[0].to_dict()["new"] is None and none[0].decision == "inconclusive"
+    new_missing = comparison_entries(compare_runs([a], [b], [Tolerance("speedup", 0.05, True)]))
+    assert new_missing == [
+        {"key": "t.py::test_b", "figure": None, "stored": None, "new": None, "change": None,
+         "tolerance": None, "decision": "new", "p_value": None, "rounds": None},
+        {"key": "t.py::test_a", "figure": None, "stored": None, "new": None, "change": None,
+         "tolerance": None, "decision": "missing", "p_value": None, "rounds": None},
+    ]  # fmt: skip
 
 
 def test_environment_differences() -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import jsonschema
 import pytest
 
 from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.baselines.files import load, results_schema
 
 from .fakes import FakeSource, use_fake
 
@@ -127,6 +129,45 @@ def test_new_and_missing_tests_are_reported(pytester: pytest.Pytester, fake: Fak
     result.stdout.fnmatch_lines(["*test_b*new*", "*missing from this run: test_suite.py::test_a*"])
 
 
+def test_compared_report_lists_every_comparison(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    pytester.runpytest_inprocess("--specdecode-save", "base.json").assert_outcomes(passed=2)
+    stored = {
+        r["nodeid"]: r for r in json.loads((pytester.path / "base.json").read_text())["results"]
+    }
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-report", "same.json"
+    )
+    result.assert_outcomes(passed=2)
+    report = load(pytester.path / "same.json")  # validated against the schema
+    assert [(c["key"], c["figure"], c["decision"]) for c in report["comparisons"]] == [
+        ("test_suite.py::test_a", "speedup", "unchanged"),
+        ("test_suite.py::test_a", "acceptance_rate", "unchanged"),
+        ("test_suite.py::test_b", "speedup", "unchanged"),
+        ("test_suite.py::test_b", "acceptance_rate", "unchanged"),
+    ]
+    first = report["comparisons"][0]
+    assert first["stored"] == stored["test_suite.py::test_a"]["speedup"]
+    assert first["new"] == report["results"][0]["speedup"]
+    assert first["tolerance"] == "5%" and first["rounds"] == report["results"][0]["trials"]
+    fake.speedup, fake.acceptance = 1.5, 0.5
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-report", "worse.json", "-k", "test_a"
+    )
+    result.assert_outcomes(failed=1, deselected=1)
+    comparisons = load(pytester.path / "worse.json")["comparisons"]
+    assert [(c["key"], c["figure"], c["decision"]) for c in comparisons] == [
+        ("test_suite.py::test_a", "speedup", "regressed"),
+        ("test_suite.py::test_a", "acceptance_rate", "regressed"),
+        ("test_suite.py::test_b", None, "missing"),
+    ]
+    assert comparisons[0]["change"] == pytest.approx(-0.25, abs=0.05)
+    # a run that compares nothing has no comparisons
+    pytester.runpytest_inprocess("--specdecode-report", "plain.json")
+    assert "comparisons" not in load(pytester.path / "plain.json")
+
+
 def test_update_baseline_rewrites_only_tests_that_ran(
     pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
@@ -225,6 +266,19 @@ def test_cli_compare_prints_the_same_verdicts(
     assert (
         cli_main(["compare", str(pytester.path / "old.json"), str(pytester.path / "old.json")]) == 0
     )
+    out_json = pytester.path / "verdicts.json"
+    args = ["compare", str(pytester.path / "old.json"), str(pytester.path / "new.json")]
+    assert cli_main([*args, "--json", str(out_json)]) == 1
+    entries = json.loads(out_json.read_text())
+    assert [(e["figure"], e["decision"]) for e in entries] == [
+        ("speedup", "regressed"), ("acceptance_rate", "unchanged")
+    ] * 2  # fmt: skip
+    schema = results_schema()
+    for entry in entries:
+        jsonschema.validate(entry, {**schema, **schema["$defs"]["comparison"]})
+    capsys.readouterr()
+    assert cli_main([*args, "--json", str(pytester.path / "old.json" / "v.json")]) == 2
+    assert "old.json/v.json: cannot be written" in capsys.readouterr().err
     (pytester.path / "bad.json").write_text("{")
     assert (
         cli_main(["compare", str(pytester.path / "bad.json"), str(pytester.path / "old.json")]) == 2

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.baselines.files import load
 from pytest_specdecode.engines.hardware import Gpu
 from pytest_specdecode.errors import ConfigError
 from pytest_specdecode.plugin.xdist import check_worker_count, gpu_groups
@@ -67,6 +68,30 @@ def test_two_workers_one_table_one_report(pytester: pytest.Pytester) -> None:
     assert {r["worker"] for r in report["results"]} == {"gw0", "gw1"}
     assert report["session"]["workers"] == 2
     assert all(r["passed"] is True for r in report["results"])
+
+
+def test_comparisons_made_in_workers_reach_the_report(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    args = ("-p", "no:cacheprovider", "--specdecode-no-reorder")
+    pytester.runpytest_subprocess(*args, "--specdecode-save", "base.json", "-k", "not test_run[5]")
+    monkeypatch.setenv("FAKE_SPEEDUP", "1.5")
+    result = pytester.runpytest_subprocess("-n", "2", *args, "--specdecode-compare", "base.json",
+                                           "--specdecode-report", "report.json")  # fmt: skip
+    result.assert_outcomes(failed=5, passed=1)
+    report = load(pytester.path / "report.json")  # validated against the schema
+    assert {r["worker"] for r in report["results"]} == {"gw0", "gw1"}
+    decisions = {(c["key"], c["figure"]): c["decision"] for c in report["comparisons"]}
+    keys = [f"test_suite.py::test_run[{i}]{label}" for i in range(5) for label in ("", "[second]")]
+    assert decisions == {
+        **{(key, "speedup"): "regressed" for key in keys},
+        **{(key, "acceptance_rate"): "unchanged" for key in keys},
+        ("test_suite.py::test_run[5]", None): "new",
+        ("test_suite.py::test_run[5][second]", None): "new",
+    }
+    assert len(report["comparisons"]) == len(decisions)
 
 
 RANKING_SUITE = """

@@ -35,6 +35,7 @@ __all__ = [
     "Verdict",
     "compare_one",
     "compare_runs",
+    "comparison_entries",
     "environment_differences",
     "parse_tolerances",
     "reference_of",
@@ -164,6 +165,37 @@ class Verdict:
             return None
         return self.new / self.old - 1
 
+    @property
+    def decision(self) -> str:
+        """The status as a report states it: ``"inconclusive"`` where the rule kept
+        "unchanged" only because the data could not tell (a value missing on one side, fewer
+        than two rounds, or a change beyond the tolerance with no test possible)."""
+        if self.status != "unchanged":
+            return self.status
+        if self.old is None or self.new is None:
+            return "inconclusive"
+        if self.figure == "speedup":
+            return "inconclusive" if self.rounds is None else "unchanged"
+        tolerance = parse_tolerances(self.tolerance)[0]
+        within = tolerance.floor(self.old) <= self.new <= tolerance.ceiling(self.old)
+        return "unchanged" if within or self.p_value is not None else "inconclusive"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``comparisons`` entry: key, figure, stored and new value, relative
+        change, tolerance (``"5%"``, or an absolute amount), decision, p-value and, for the
+        speedup, the round at which the sequential rule decided (None otherwise)."""
+        return {
+            "key": self.key,
+            "figure": self.figure or None,
+            "stored": _finite(self.old),
+            "new": _finite(self.new),
+            "change": _finite(self.change),
+            "tolerance": self.tolerance.partition(":")[2] or None,
+            "decision": self.decision,
+            "p_value": _finite(self.p_value),
+            "rounds": self.rounds,
+        }
+
     def describe(self) -> str:
         if self.status in ("new", "missing"):
             return f"{self.key}: {self.status}"
@@ -175,6 +207,15 @@ class Verdict:
             f"{self.key}: {self.figure} {self.status}: stored {self.old:.3f}, now "
             f"{self.new:.3f}{change}; tolerance {self.tolerance}{p}"
         )
+
+
+def comparison_entries(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:
+    """The report's ``comparisons`` list: one :meth:`Verdict.to_dict` per verdict."""
+    return [v.to_dict() for v in verdicts]
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
 
 
 def _p_lower(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:

@@ -14,6 +14,7 @@ from ..baselines.compare import (
     ResultKey,
     StoredResults,
     Verdict,
+    comparison_entries,
     environment_differences,
     parse_tolerances,
     reference_of,
@@ -293,6 +294,12 @@ class SpecDecodeSession:
         matching = self.matching()
         return [] if matching is None else [result_key(r) for r in matching.missing]
 
+    def comparisons(self) -> list[dict[str, Any]]:
+        """The report's ``comparisons``: every verdict of the session (workers' included),
+        then one "missing" entry per baseline result this run did not produce."""
+        missing = [Verdict(key, "", "missing") for key in self.missing()]
+        return comparison_entries([*self.verdicts, *missing])
+
     def report_session(self) -> dict[str, Any]:
         """The report's ``session`` part: engine starts and where the wall time went."""
         spent = self.time_spent()
@@ -321,6 +328,8 @@ class SpecDecodeSession:
             data["rankings"] = self.ranking_dicts()
         if self.distribution_checks:
             data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
+        if self.baseline is not None:
+            data["comparisons"] = self.comparisons()
         if data["results"]:
             data["checklist"] = [c.to_dict() for c in checklists(data)]
         return data
