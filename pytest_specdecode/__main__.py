@@ -1,10 +1,12 @@
-"""Command line: ``python -m pytest_specdecode compare OLD.json NEW.json`` and
-``python -m pytest_specdecode html REPORT.json OUT.html``.
+"""Command line: ``python -m pytest_specdecode compare OLD.json NEW.json``,
+``python -m pytest_specdecode html REPORT.json OUT.html`` and
+``python -m pytest_specdecode export REPORT.json --format bmf|github-action-benchmark``.
 
 Prints the same tables (``html``: the "worth it?" checklist) as the plugin, without running
-anything. Exit status: 0 when nothing regressed, 1 when something did, 2 on bad input (an
-unreadable or invalid file, a comparison in which no test matches, an output file that cannot
-be written).
+anything; ``export`` writes the figures for a history tracker (stdout, or ``--output``). Exit
+status: 0 when nothing regressed, 1 when something did, 2 on bad input (an unreadable or
+invalid file, a comparison in which no test matches, a report with no results to export, an
+output file that cannot be written).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .baselines.compare import (
     verdicts_for,
 )
 from .errors import ConfigError
+from .reporting.export import FORMATS
 
 
 def _say(text: str, file: TextIO | None = None) -> None:
@@ -117,6 +120,21 @@ def _html(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .baselines import files as report
+
+    data = report.load(args.report, "report file")
+    if not data["results"]:
+        raise ConfigError(f"report file {args.report}: holds no results to export")
+    text = json.dumps(FORMATS[args.format](data), indent=2, allow_nan=False) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    _write(args.output, text)
+    _say(f"wrote {args.output} ({args.format}, {len(data['results'])} results)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_specdecode")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -133,10 +151,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     page = commands.add_parser("html", help="render a saved report as a self-contained HTML page")
     page.add_argument("report", help="report or saved-run file")
     page.add_argument("output", help="HTML file to write")
+    export = commands.add_parser(
+        "export", help="write a report's figures for a history tracker (Bencher, ...)"
+    )
+    export.add_argument("report", help="report or saved-run file")
+    export.add_argument(
+        "--format", required=True, choices=list(FORMATS),
+        help="bmf: Bencher Metric Format (bencher run --adapter json); github-action-benchmark: "
+        "its customBiggerIsBetter list",
+    )  # fmt: skip
+    export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
     args = parser.parse_args(argv)
     try:
         if args.command == "html":
             return _html(args)
+        if args.command == "export":
+            return _export(args)
         return _compare(args)
     except ConfigError as exc:
         _say(f"error: {exc}", file=sys.stderr)

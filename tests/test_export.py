@@ -1,0 +1,205 @@
+"""``python -m pytest_specdecode export``: a report's figures as Bencher Metric Format and as
+github-action-benchmark's ``customBiggerIsBetter`` list, checked against their documented
+shapes."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.baselines.compare import result_key
+from pytest_specdecode.reporting.export import benchmark_name, bmf, github_action_benchmark
+
+from .fakes import FakeSource, use_fake
+
+#: Bencher Metric Format as bencher.dev documents it (reference/bencher-metric-format), with
+#: the measures this export writes named.
+BMF_SCHEMA = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": {
+        "type": "object",
+        "minProperties": 1,
+        "propertyNames": {
+            "enum": [
+                "speedup",
+                "acceptance-rate",
+                "mean-acceptance-length",
+                "baseline-tokens-per-second",
+                "speculative-tokens-per-second",
+            ]
+        },  # fmt: skip
+        "additionalProperties": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "number"},
+                "lower_value": {"type": "number"},
+                "upper_value": {"type": "number"},
+            },
+            "required": ["value"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+#: github-action-benchmark's custom tools (customBiggerIsBetter): a list of
+#: {"name", "unit", "value"} with optional "range" and "extra" strings.
+GAB_SCHEMA = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "unit": {"type": "string"},
+            "value": {"type": "number"},
+            "range": {"type": "string"},
+            "extra": {"type": "string"},
+        },
+        "required": ["name", "unit", "value"],
+        "additionalProperties": False,
+    },
+}
+
+
+def _result(nodeid: str, label: str = "", **figures: Any) -> dict[str, Any]:
+    return {
+        "nodeid": nodeid, "label": label, "speedup": 2.0, "speedup_ci": [1.8, 2.2],
+        "acceptance_rate": 0.75, "mean_acceptance_length": 3.5,
+        "baseline": {"tokens_per_second": 10.0}, "speculative": {"tokens_per_second": 20.0},
+        **figures,
+    }  # fmt: skip
+
+
+REPORT = {
+    "results": [
+        _result("t.py::test_a"),
+        _result("t.py::test_a", "batch 8", speedup_ci=[None, None], acceptance_rate=None),
+        _result("t.py::test_b", speedup=None, mean_acceptance_length=float("nan")),
+    ]
+}
+
+
+def test_bmf_has_every_measure_and_the_speedup_interval() -> None:
+    out = bmf(REPORT)
+    jsonschema.validate(out, BMF_SCHEMA)
+    assert out["t.py::test_a"] == {
+        "speedup": {"value": 2.0, "lower_value": 1.8, "upper_value": 2.2},
+        "acceptance-rate": {"value": 0.75},
+        "mean-acceptance-length": {"value": 3.5},
+        "baseline-tokens-per-second": {"value": 10.0},
+        "speculative-tokens-per-second": {"value": 20.0},
+    }
+    # no interval, no bounds; a figure not measured (null, NaN) is left out
+    labelled = out["t.py::test_a[batch 8]"]
+    assert labelled["speedup"] == {"value": 2.0} and "acceptance-rate" not in labelled
+    assert set(out["t.py::test_b"]) == {
+        "acceptance-rate", "baseline-tokens-per-second", "speculative-tokens-per-second"
+    }  # fmt: skip
+    json.dumps(out, allow_nan=False)
+
+
+def test_github_action_benchmark_lists_each_speedup() -> None:
+    out = github_action_benchmark(REPORT)
+    jsonschema.validate(out, GAB_SCHEMA)
+    assert out == [
+        {
+            "name": "t.py::test_a speedup",
+            "unit": "x",
+            "value": 2.0,
+            "range": "95% CI 1.800-2.200",
+            "extra": "acceptance rate 0.750; mean acceptance length 3.50; baseline tok/s 10.0; "
+            "speculative tok/s 20.0",
+        },
+        {
+            "name": "t.py::test_a[batch 8] speedup",
+            "unit": "x",
+            "value": 2.0,
+            "extra": "mean acceptance length 3.50; baseline tok/s 10.0; speculative tok/s 20.0",
+        },
+    ]  # test_b has no speedup: no entry
+
+
+def test_benchmark_names_are_the_result_keys() -> None:
+    for result in REPORT["results"]:
+        assert benchmark_name(result) == result_key(result)
+
+
+SUITE = """
+import pytest
+
+SPEC = {"method": "ngram", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC)
+def test_a(specdecode):
+    specdecode.run(["p1"], max_tokens=4)
+    specdecode.run(["p1"], max_tokens=4, concurrency=2, label="batch 2")
+"""
+
+
+@pytest.fixture
+def report(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A report written by the plugin (on the fake engines)."""
+    use_fake(pytester, monkeypatch, FakeSource())
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.runpytest_inprocess("--specdecode-report", "r.json").assert_outcomes(passed=1)
+    return str(pytester.path / "r.json")
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_cli_export_writes_both_formats(
+    report: str, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["export", report, "--format", "bmf"]) == 0
+    out = _strict_json(capsys.readouterr().out)  # stdout by default, nothing else on it
+    jsonschema.validate(out, BMF_SCHEMA)
+    assert sorted(out) == ["test_suite.py::test_a", "test_suite.py::test_a[batch 2]"]
+    data = json.loads(open(report).read())
+    speedup = out["test_suite.py::test_a"]["speedup"]
+    assert speedup["value"] == data["results"][0]["speedup"]
+    assert [speedup["lower_value"], speedup["upper_value"]] == data["results"][0]["speedup_ci"]
+    target = pytester.path / "out" / "gab.json"
+    code = cli_main(
+        ["export", report, "--format", "github-action-benchmark", "--output", str(target)]
+    )
+    assert code == 0
+    assert f"wrote {target}" in capsys.readouterr().out
+    entries = _strict_json(target.read_text())
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert [e["name"] for e in entries] == [
+        "test_suite.py::test_a speedup", "test_suite.py::test_a[batch 2] speedup"
+    ]  # fmt: skip
+    assert all(math.isfinite(e["value"]) and e["range"].startswith("95% CI ") for e in entries)
+
+
+def test_cli_export_bad_input_exits_2_naming_it(
+    report: str, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(pytester.path / "nope.json")
+    assert cli_main(["export", missing, "--format", "bmf"]) == 2
+    assert f"report file {missing}: cannot be read" in capsys.readouterr().err
+    (pytester.path / "bad.json").write_text('{"format_version": 1, "results": [')
+    assert cli_main(["export", str(pytester.path / "bad.json"), "--format", "bmf"]) == 2
+    assert "bad.json: not valid JSON" in capsys.readouterr().err
+    empty = pytester.path / "empty.json"
+    empty.write_text('{"format_version": 1, "results": [], "environment": {}}')
+    assert cli_main(["export", str(empty), "--format", "bmf"]) == 2
+    assert "empty.json: holds no results to export" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["export", report, "--format", "csv"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'csv'" in capsys.readouterr().err
+    blocked = str(pytester.path / "r.json" / "x.json")
+    assert cli_main(["export", report, "--format", "bmf", "--output", blocked]) == 2
+    assert "r.json/x.json: cannot be written" in capsys.readouterr().err
