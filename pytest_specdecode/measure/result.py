@@ -82,7 +82,9 @@ class Result:
     alpha: float | None = None  # per-token acceptance (per-step draft lengths, else counters)
     cost_ratio: float | None = None  # draft step time / target step time (measured)
     predicted_speedup: float | None = None  # Leviathan's bound from alpha, k and cost_ratio
-    efficiency: float | None = None  # measured speedup / predicted speedup
+    #: measured speedup / what the measured tokens per step allow at this cost ratio
+    #: (mean acceptance length / (cost_ratio * k + 1)); no i.i.d. assumption
+    efficiency: float | None = None
     samples: dict[str, list[float]] = field(default_factory=dict)  # per-round figures
     extra_memory_gib: float | None = None  # speculative engine's memory beyond the baseline's
     verdict: str = ""  # "worth it", "not worth it" or "inconclusive"

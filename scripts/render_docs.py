@@ -1,0 +1,242 @@
+"""Render the generated parts of README.md and docs/ from code and from recorded reports.
+
+    python scripts/render_docs.py          # rewrite them (and the chart, with matplotlib)
+    python scripts/render_docs.py --check  # exit 1, naming the files, if any is out of date
+
+Generated text sits between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->``
+in README.md and docs/*.md; ``docs/example-suites.md`` is rendered whole from
+``scripts/templates/example-suites.md``, whose ``{{ ... }}`` placeholders take their figures
+from the recorded run (``docs/data/example-suites.json``), so prose and table cannot disagree.
+After a new run of the example suites, copy its report there and run this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_specdecode.reporting.checklist import checklists  # noqa: E402
+from pytest_specdecode.reporting.table import (  # noqa: E402
+    label,
+    ranking_line,
+    render,
+    render_ranking,
+    time_line,
+)
+from pytest_specdecode.settings import MARKER_KEYWORD_HELP, SETTINGS  # noqa: E402
+
+DOCS = ROOT / "docs"
+REPORT = DOCS / "data" / "example-suites.json"
+RUN = DOCS / "data" / "example-suites.run.json"  # command, date, machine of the recorded run
+TEMPLATE = ROOT / "scripts" / "templates" / "example-suites.md"
+PAGE = DOCS / "example-suites.md"
+CHART = DOCS / "img" / "example-speedup.svg"
+BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated:\2 -->)", re.DOTALL)
+PLACEHOLDER = re.compile(r"\{\{\s*(.+?)\s*\}\}")
+
+
+def load(path: Path = REPORT) -> dict[str, Any]:
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+# -- blocks generated from code ------------------------------------------------------------
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("%%", "%")
+
+
+def settings_table() -> str:
+    rows = ["| option | ini key | default | meaning |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        default = "off" if s.flag else ("—" if s.default is None else f"`{s.default}`")
+        option = f"`{s.option}`" if s.flag else f"`{s.option} VALUE`"
+        rows.append(f"| {option} | `{s.ini_name}` | {default} | {_cell(s.help)} |")
+    return "\n".join(rows) + "\n"
+
+
+def marker_table() -> str:
+    rows = ["| keyword | meaning |", "| --- | --- |"]
+    rows += [f"| `{name}` | {_cell(text)} |" for name, text in MARKER_KEYWORD_HELP.items()]
+    return "\n".join(rows) + "\n"
+
+
+# -- blocks generated from the recorded run ------------------------------------------------
+def results(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(r) for r in report["results"]]
+
+
+def by_label(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Results by the name the table shows (``test_x [label]``)."""
+    return {label(r): r for r in results(report)}
+
+
+def summary_text(report: Mapping[str, Any]) -> str:
+    """What the terminal summary printed: table, rankings, footer, checklists."""
+    lines = [render(results(report))]
+    for ranking in report.get("rankings") or []:
+        lines.append(f"choose_draft {ranking_line(ranking)}")
+        lines.append(render_ranking(ranking))
+    lines.append(
+        "speedup = baseline time / speculative time per paired round (geometric mean); "
+        "accept rate = accepted / draft tokens"
+    )
+    lines.append(time_line(report["session"]))
+    lines.append("-" * 21 + " worth it? (per target and proposer) " + "-" * 22)
+    for checklist in checklists(report):
+        lines += checklist.text()
+    return "```text\n" + "\n".join(lines) + "\n```\n"
+
+
+def short_table(report: Mapping[str, Any]) -> str:
+    """README's trimmed table: one row per result, the figures a newcomer reads first."""
+    rows = [
+        "| test | category | proposer (k) | speedup [95% CI] | accept rate | match | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results(report):
+        low, high = r["speedup_ci"]
+        rows.append(
+            f"| {label(r)} | {r['category']} | {r['method']} ({r['num_speculative_tokens']}) | "
+            f"{r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | {r['acceptance_rate']:.2f} | "
+            f"{r['match_rate']:.2f} | {r.get('verdict') or '-'} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def run_line(report: Mapping[str, Any]) -> str:
+    run = load(RUN)
+    session = report["session"]
+    minutes, seconds = divmod(round(session["wall_seconds"]), 60)
+    return (
+        f"Recorded with `{run['command']}` on {run['date']}, {run['machine']}: "
+        f"{run['outcome']}, {minutes} min {seconds} s of session wall time, "
+        f"{session['engine_starts']} engine starts.\n"
+    )
+
+
+# -- placeholders in the example-suites template --------------------------------------------
+def _figure(report: Mapping[str, Any], expression: str) -> str:
+    """One placeholder: ``FIELD KEY [FORMAT]`` (FIELD a dotted path into the result whose
+    table name is KEY; FORMAT ``x`` for a speedup, ``ci``, ``pct`` or a format spec) or
+    ``session FIELD [FORMAT]``."""
+    words = expression.split()
+    if words[0] == "session":
+        value: Any = report["session"]
+        for part in words[1].split("."):
+            value = value[part]
+        return _format(value, words[2] if len(words) > 2 else "")
+    field, rest = words[0], " ".join(words[1:])
+    fmt = ""
+    key = rest
+    if rest and rest.rsplit(" ", 1)[-1] in FORMATS or rest.rsplit(" ", 1)[-1].startswith("."):
+        key, fmt = rest.rsplit(" ", 1)
+    rows = by_label(report)
+    if key not in rows:
+        raise KeyError(f"placeholder {{{{ {expression} }}}}: no result {key!r} in {sorted(rows)}")
+    value = rows[key]
+    for part in field.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return _format(value, fmt or ("x" if field == "speedup" else ".2f"))
+
+
+def _ci(value: Any) -> str:
+    return f"[{value[0]:.2f}-{value[1]:.2f}]"
+
+
+FORMATS: dict[str, Callable[[Any], str]] = {
+    "x": lambda v: f"{v:.2f}x",
+    "ci": _ci,
+    "pct": lambda v: f"{100 * v:.0f}%",
+    "int": lambda v: f"{round(v):,}",
+    "min": lambda v: f"{int(v // 60)} min {round(v % 60)} s",
+}
+
+
+def _format(value: Any, fmt: str) -> str:
+    if fmt in FORMATS:
+        return FORMATS[fmt](value)
+    if fmt:
+        return format(value, fmt)
+    return str(value)
+
+
+def render_template(report: Mapping[str, Any], template: str) -> str:
+    return PLACEHOLDER.sub(lambda m: _figure(report, m.group(1)), template)
+
+
+# -- the files ---------------------------------------------------------------------------------
+def generators(report: Mapping[str, Any]) -> dict[str, Callable[[], str]]:
+    return {
+        "settings": settings_table,
+        "marker-keywords": marker_table,
+        "example-summary": lambda: summary_text(report),
+        "example-short-table": lambda: short_table(report),
+        "example-run": lambda: run_line(report),
+    }
+
+
+def fill_blocks(text: str, made: Mapping[str, Callable[[], str]], where: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in made:
+            raise KeyError(f"{where}: unknown generated block {name!r}; known: {sorted(made)}")
+        return match.group(1) + made[name]() + match.group(4)
+
+    return BLOCK.sub(one, text)
+
+
+def rendered() -> dict[Path, str]:
+    """Every generated file, as it should be."""
+    report = load()
+    made = generators(report)
+    page = render_template(report, TEMPLATE.read_text(encoding="utf-8"))
+    out = {PAGE: fill_blocks(page, made, str(TEMPLATE))}
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        if path == PAGE:
+            continue
+        text = path.read_text(encoding="utf-8")
+        out[path] = fill_blocks(text, made, str(path))
+    return out
+
+
+def write_chart(report: Mapping[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.rcParams["svg.hashsalt"] = "pytest-specdecode"
+    from pytest_specdecode.reporting.html import speedup_chart
+
+    CHART.parent.mkdir(exist_ok=True)
+    CHART.write_text(speedup_chart(results(report)) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only report stale files")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in rendered().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(path.relative_to(ROOT))
+            if not args.check:
+                path.write_text(text, encoding="utf-8")
+    if args.check:
+        if stale:
+            names = ", ".join(str(p) for p in stale)
+            print(f"out of date: {names}; run python scripts/render_docs.py", file=sys.stderr)
+            return 1
+        return 0
+    write_chart(load())
+    print("rewrote " + (", ".join(str(p) for p in stale) or "nothing") + f"; chart {CHART}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
