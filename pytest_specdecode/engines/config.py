@@ -245,19 +245,53 @@ class EngineConfig:
                 f"{source}: unknown method {method!r}{closest(str(method), schema.methods)}; "
                 f"the installed vLLM accepts: {', '.join(sorted(schema.methods))}"
             )
+        if isinstance(method, str) and not spec.get("model") and schema.needs_model(method):
+            _refuse_missing_model(method, source, schema.source)
 
     def _check_models(self, spec: dict[str, Any], source: str) -> None:
         """Local folders exist; a draft or head fits the target (``compat``)."""
         from .compat import check_compatibility
 
         check_model_path(self.target, source.replace("speculative_config", "target"))
-        if self.method == "draft_model" and not spec.get("model"):
-            raise ConfigError(f'{source}: method "draft_model" needs "model" (the draft folder)')
+        if self.method == "draft_model" and not spec.get("model"):  # also without vLLM
+            _refuse_missing_model("draft_model", source, None)
         draft = self.draft
         if draft is None:
             return
         check_model_path(draft, f"{source}: model")
         check_compatibility(self.target, spec, self.engine_kwargs, self.method, source)
+
+
+#: What ``model`` holds for each method that needs one (vLLM 0.32's ``SpeculativeConfig``).
+_MODEL_FOR = {
+    "draft_model": "<path or hub id of a draft model sharing the target's tokenizer>",
+    "eagle": "<path or hub id of an EAGLE head trained for the target>",
+    "eagle3": "<path or hub id of an EAGLE-3 head trained for the target>",
+    "dflash": "<path or hub id of a DFlash draft trained for the target>",
+    "medusa": "<path or hub id of Medusa heads trained for the target>",
+    "mlp_speculator": "<path or hub id of an MLP speculator trained for the target>",
+    "custom_class": "<dotted import path of the proposer class, e.g. my_pkg.MyProposer>",
+}
+
+
+def _refuse_missing_model(method: str, source: str, schema_source: str | None) -> None:
+    """A method whose proposer is loaded from ``model``, given none. vLLM 0.32's
+    ``SpeculativeConfig.__post_init__`` (``if self.model is None and
+    self.num_speculative_tokens is not None``) fills ``model`` in only for ngram, ngram_gpu,
+    suffix, extract_hidden_states (no weights), mtp (and its aliases such as deepseek_mtp) and
+    dspark (layers shipped inside the target: ``model`` becomes the target); custom_class
+    raises, and every other method (draft_model, eagle, eagle3, dflash, medusa,
+    mlp_speculator) raises "num_speculative_tokens was provided but without speculative
+    model", which surfaces only once the engine starts. Which methods need it is read from
+    the installed vLLM (:meth:`~.vllm_schema.SpeculativeSchema.needs_model`)."""
+    what = _MODEL_FOR.get(method, f"<path or hub id of the {method} proposer's weights>")
+    why = f" (read from {schema_source})" if schema_source else ""
+    raise ConfigError(
+        f'{source}: method "{method}" needs "model": the installed vLLM loads its proposer '
+        f'from it and starts no {method} engine without one{why}; add "model": '
+        f'"{what}", or choose a method that needs no model '
+        "(ngram, suffix; mtp uses the target's own MTP layers)"
+    )
 
 
 def check_engine_kwargs(engine_kwargs: Mapping[str, Any], where: Callable[[str], str]) -> None:

@@ -19,11 +19,20 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class SpeculativeSchema:
-    """Field names of vLLM's ``SpeculativeConfig`` and the values its ``method`` accepts."""
+    """Field names of vLLM's ``SpeculativeConfig``, the values its ``method`` accepts, and
+    which of those run without a ``model`` (``None`` when that rule could not be read)."""
 
     fields: frozenset[str]
     methods: frozenset[str]
     source: str  # the file they were read from
+    model_free: frozenset[str] | None = None
+
+    def needs_model(self, method: str) -> bool:
+        """Whether the installed vLLM refuses ``method`` without a ``model``; ``False`` when
+        the rule could not be read (better no check than a false refusal)."""
+        if self.model_free is None or method not in self.methods:
+            return False
+        return method not in self.model_free
 
 
 def _literal_values(node: ast.expr, aliases: dict[str, ast.expr]) -> set[str]:
@@ -44,12 +53,86 @@ def _literal_values(node: ast.expr, aliases: dict[str, ast.expr]) -> set[str]:
     return set()
 
 
+def _is_self_attr(node: ast.AST, name: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == name
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _assigns_self(statements: list[ast.stmt], name: str) -> ast.expr | None:
+    """The value of the first top-level ``self.<name> = ...`` among ``statements``."""
+    for stmt in statements:
+        if isinstance(stmt, ast.Assign) and any(_is_self_attr(t, name) for t in stmt.targets):
+            return stmt.value
+    return None
+
+
+def _compared_methods(test: ast.expr) -> set[str] | None:
+    """The methods a branch test ``self.method == "x"`` / ``self.method in ("x", "y")``
+    selects; ``None`` for any other test."""
+    if (
+        isinstance(test, ast.Compare)
+        and _is_self_attr(test.left, "method")
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq | ast.In)
+    ):
+        right = test.comparators[0]
+        items = right.elts if isinstance(right, ast.Tuple | ast.List | ast.Set) else [right]
+        values = {i.value for i in items if isinstance(i, ast.Constant)}
+        if values and all(isinstance(v, str) for v in values):
+            return {str(v) for v in values}
+    return None
+
+
+def _model_free_methods(
+    post_init: ast.FunctionDef, methods: set[str], aliases: dict[str, ast.expr]
+) -> frozenset[str] | None:
+    """The methods ``SpeculativeConfig.__post_init__`` runs without a ``model``: in its
+    chain ``if self.model is None and self.num_speculative_tokens is not None:``, the
+    branches (``elif self.method == ...``) that set ``self.model`` themselves (ngram, suffix,
+    mtp from the target ...); every other method reaches a branch that raises. Methods that
+    ``__post_init__`` renames first (``if self.method in get_args(MTPModelTypes) ...:
+    self.method = "mtp"``) follow the rule of their new name. ``None`` when the chain is not
+    found."""
+    renamed: dict[str, str] = {}
+    chain: ast.If | None = None
+    for stmt in post_init.body:
+        if not isinstance(stmt, ast.If):
+            continue
+        text = ast.unparse(stmt.test)
+        if "self.model is None" in text and "num_speculative_tokens" in text:
+            chain = stmt
+            break
+        new = _assigns_self(stmt.body, "method")
+        if isinstance(new, ast.Constant) and isinstance(new.value, str):
+            for call in ast.walk(stmt.test):
+                if isinstance(call, ast.Call) and call.args:
+                    for old in _literal_values(call.args[0], aliases):
+                        renamed.setdefault(old, new.value)
+    if chain is None or len(chain.body) != 1 or not isinstance(chain.body[0], ast.If):
+        return None
+    free: set[str] = set()
+    branch: ast.stmt | None = chain.body[0]
+    while isinstance(branch, ast.If):
+        selected = _compared_methods(branch.test)
+        if selected is None:
+            return None
+        if _assigns_self(branch.body, "model") is not None:
+            free |= selected
+        branch = branch.orelse[0] if len(branch.orelse) == 1 else None
+    return frozenset(m for m in methods if renamed.get(m, m) in free)
+
+
 def parse_schema(source: str, origin: str = "<string>") -> SpeculativeSchema | None:
     """Read the schema from the text of ``vllm/config/speculative.py``."""
     tree = ast.parse(source)
     aliases: dict[str, ast.expr] = {}
     fields: set[str] = set()
     method_annotation: ast.expr | None = None
+    post_init: ast.FunctionDef | None = None
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
@@ -61,10 +144,13 @@ def parse_schema(source: str, origin: str = "<string>") -> SpeculativeSchema | N
                     fields.add(item.target.id)
                     if item.target.id == "method":
                         method_annotation = item.annotation
+                elif isinstance(item, ast.FunctionDef) and item.name == "__post_init__":
+                    post_init = item
     if not fields:
         return None
     methods = _literal_values(method_annotation, aliases) if method_annotation else set()
-    return SpeculativeSchema(frozenset(fields), frozenset(methods), origin)
+    free = _model_free_methods(post_init, methods, aliases) if post_init else None
+    return SpeculativeSchema(frozenset(fields), frozenset(methods), origin, free)
 
 
 @dataclass(frozen=True)
