@@ -39,6 +39,7 @@ RUN = DOCS / "data" / "example-suites.run.json"  # command, date, machine of the
 TEMPLATE = ROOT / "scripts" / "templates" / "example-suites.md"
 PAGE = DOCS / "example-suites.md"
 CHART = DOCS / "img" / "example-speedup.svg"
+CHANGELOG_PAGE = DOCS / "changelog.md"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated:\2 -->)", re.DOTALL)
 PLACEHOLDER = re.compile(r"\{\{\s*(.+?)\s*\}\}")
 
@@ -197,9 +198,14 @@ def rendered() -> dict[Path, str]:
     report = load()
     made = generators(report)
     page = render_template(report, TEMPLATE.read_text(encoding="utf-8"))
-    out = {PAGE: fill_blocks(page, made, str(TEMPLATE))}
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    out = {
+        PAGE: fill_blocks(page, made, str(TEMPLATE)),
+        CHANGELOG_PAGE: "<!-- A copy of CHANGELOG.md made by scripts/render_docs.py -->\n"
+        + changelog,
+    }
     for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
-        if path == PAGE:
+        if path in out:
             continue
         text = path.read_text(encoding="utf-8")
         out[path] = fill_blocks(text, made, str(path))
@@ -213,7 +219,8 @@ def write_chart(report: Mapping[str, Any]) -> None:
     from pytest_specdecode.reporting.html import speedup_chart
 
     CHART.parent.mkdir(exist_ok=True)
-    CHART.write_text(speedup_chart(results(report)) + "\n", encoding="utf-8")
+    svg = re.sub(r"\s*<dc:date>[^<]*</dc:date>", "", speedup_chart(results(report)))
+    CHART.write_text(svg + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
