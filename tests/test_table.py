@@ -1,3 +1,6 @@
+import json
+from typing import Any
+
 from pytest_specdecode.baselines.compare import Verdict
 from pytest_specdecode.measure.figures import with_notes
 from pytest_specdecode.measure.result import Outcome, entry
@@ -129,6 +132,43 @@ def test_ranking_line_is_the_rankings_own_summary() -> None:
     ranking = Ranking.of("t.py::test_x", results)  # type: ignore[arg-type]
     assert ranking_line(ranking.to_dict()) == ranking.summary()
     assert ranking_line(Ranking.of("t", {}).to_dict()) == Ranking.of("t", {}).summary()
+
+
+def test_sweep_line_is_the_sweeps_own_summary() -> None:
+    from types import SimpleNamespace
+
+    from pytest_specdecode.measure.sweep import Sweep
+    from pytest_specdecode.reporting.table import sweep_line
+
+    def point(speedup: float, high: float) -> Any:
+        return SimpleNamespace(speedup=speedup, speedup_ci=(speedup - 0.1, high),
+                               acceptance_rate=0.5)  # fmt: skip
+
+    sweep = Sweep("t.py::test_s")
+    for k, c, s, high in ((1, 1, 1.5, 1.6), (2, 1, 1.8, 1.9), (1, 8, 0.8, 0.9), (2, 8, 0.7, 0.8)):
+        sweep.add(k, c, point(s, high))
+    assert sweep_line(sweep.to_dict()) == sweep.summary()
+    assert "at concurrency 8" in sweep.summary()
+    pays = Sweep("t.py::test_s", sweep.points[:2])
+    assert sweep_line(pays.to_dict()) == pays.summary()
+    assert (
+        sweep_line(json.loads(json.dumps(pays.to_dict()))) == pays.summary()
+    )  # as a report has it
+
+
+def test_distribution_line() -> None:
+    from pytest_specdecode.reporting.table import distribution_line
+
+    rule = "chi-square summed over 1 prompt per position, Bonferroni over 2 positions"
+    check = {"nodeid": "t.py::test_d", "temperature": 0.8, "samples_per_engine": 40, "tokens": 3,
+             "alpha": 0.01, "p_value": 0.4321, "passed": True, "rule": rule}  # fmt: skip
+    assert distribution_line(check) == (
+        "t.py::test_d: same distribution at temperature 0.8: p=0.432 (alpha 0.01; chi-square "
+        "summed over 1 prompt per position, Bonferroni over 2 positions; 40 samples of 3 tokens "
+        "per engine)"
+    )
+    failed = distribution_line({**check, "p_value": 0.001, "passed": False})
+    assert "DIFFERENT distributions at temperature 0.8: p=0.001" in failed
 
 
 def test_time_line_splits_the_wall_time() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,3 +137,78 @@ def test_rankings_made_in_workers_reach_the_controller(pytester: pytest.Pytester
     (checklist,) = report["checklist"]
     choices = [line for line in checklist["lines"] if line["question"].startswith("choice: ")]
     assert len(choices) == 8  # both candidates of each of the four rankings
+
+
+PRODUCTS_SUITE = """
+import pytest
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 2}
+
+# xdist sends each worker two neighbouring tests: each worker sweeps and samples
+@pytest.mark.parametrize("test", ["sweep[0]", "sampling[0]", "sweep[1]", "sampling[1]"])
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=NGRAM)
+def test_make(specdecode, test):
+    if test.startswith("sweep"):
+        specdecode.sweep(["p"], max_tokens=4, num_speculative_tokens=[1, 2], concurrency=[1, 2])
+    else:
+        specdecode.sample_equivalence(["p"], samples=40, tokens=3)
+"""
+
+
+def _products(
+    pytester: pytest.Pytester, *args: str, passed: int = 4
+) -> tuple[list[str], dict[str, Any], str]:
+    """The summary's sweep and sample_equivalence lines (up to the figures), the JSON report
+    and the HTML report of a run of PRODUCTS_SUITE."""
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--specdecode-no-reorder",
+                                           "--specdecode-report", "report.json",
+                                           "--specdecode-html", "report.html", *args)  # fmt: skip
+    result.assert_outcomes(passed=passed)
+    summary = result.stdout.str().split("speculative decoding summary", 1)[1]
+    lines = sorted(
+        line.split(": ", 2)[0] + ": " + line.split(": ", 2)[1].split(" at ")[0]
+        for line in summary.splitlines()
+        if line.startswith(("sweep ", "sample_equivalence "))
+    )
+    report = json.loads((pytester.path / "report.json").read_text())
+    return lines, report, (pytester.path / "report.html").read_text()
+
+
+def test_sweeps_and_distribution_checks_made_in_workers_reach_the_controller(
+    pytester: pytest.Pytester,
+) -> None:
+    """What a worker makes reaches the controller's summary, JSON and HTML as a single
+    process reports it."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=PRODUCTS_SUITE)
+    single = _products(pytester)
+    lines, report, page = _products(pytester, "-n", "2")
+    assert {r["worker"] for r in report["results"]} == {"gw0", "gw1"}
+    assert lines == single[0]
+    tests = {
+        "sweeps": ["sweep[0]", "sweep[1]"],
+        "distribution_checks": ["sampling[0]", "sampling[1]"],
+    }
+    assert lines == sorted(
+        [
+            f"sample_equivalence test_suite.py::test_make[{t}]: same distribution"
+            for t in tests["distribution_checks"]
+        ]
+        + [f"sweep test_suite.py::test_make[{t}]: best k per concurrency" for t in tests["sweeps"]]
+    )
+    for kind, names in tests.items():
+        assert sorted(x["nodeid"] for x in report[kind]) == [
+            f"test_suite.py::test_make[{t}]" for t in names
+        ]
+        assert [sorted(x) for x in report[kind]] == [sorted(x) for x in single[1][kind]]
+    assert [len(s["points"]) for s in report["sweeps"]] == [4, 4]
+    assert all(
+        c["samples_per_engine"] == 40 and c["positions"] for c in report["distribution_checks"]
+    )
+    for t in tests["sweeps"]:
+        assert f"Sweep: test_suite.py::test_make[{t}]" in page
+    for t in tests["distribution_checks"]:
+        assert f"<li>test_suite.py::test_make[{t}]: same distribution" in page
+    # a session that only checks distributions still reports them
+    lines, report, page = _products(pytester, "-n", "2", "-k", "sampling", passed=2)
+    assert len(lines) == 2 and report["results"] == [] and len(report["distribution_checks"]) == 2

@@ -215,18 +215,13 @@ def pytest_runtest_makereport(
     if report.when == "call":
         state = item.config.stash[SESSION_KEY]
         nodeid = test_id(item)
-        results = state.judge(nodeid, None if report.skipped else report.passed)
-        if results and hasattr(item.config, "workerinput"):
-            # pytest-xdist worker: the results travel to the controller with the report, as
-            # plain JSON types (execnet cannot serialise anything else)
-            worker = item.config.workerinput.get("workerid")
-            extra = {
-                "specdecode_results": [{**state.entry(r), "worker": worker} for r in results],
-                "specdecode_verdicts": [vars(v) for v in state.verdicts if v.nodeid == nodeid],
-                "specdecode_engine_info": dict(state.engine_info),
-                "specdecode_rankings": [r.to_dict() for r in state.rankings if r.nodeid == nodeid],
-            }
-            report.__dict__.update(to_wire(extra))
+        state.judge(nodeid, None if report.skipped else report.passed)
+        if hasattr(item.config, "workerinput"):
+            # pytest-xdist worker: what the test made travels to the controller with the
+            # report, as plain JSON types (execnet cannot serialise anything else)
+            output = state.worker_output(nodeid, item.config.workerinput.get("workerid"))
+            if output:
+                setattr(report, WORKEROUTPUT_KEY, to_wire(output))
     return report
 
 
@@ -239,7 +234,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             output = getattr(session.config, "workeroutput", {})
             output[WORKEROUTPUT_KEY] = to_wire(state.worker_output())
             return
-        if state.results or state.remote_results:
+        if state.produced:
             _write_outputs(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         matching = state.matching()
         if matching is not None and matching.nothing_matched:
@@ -306,15 +301,27 @@ def _nothing_matched(state: SpecDecodeSession, matching: Matching) -> str:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
-    if state is None or not (state.results or state.remote_results):
+    if state is None or not state.produced:
         return
-    from ..reporting.table import printable, ranking_line, render, render_ranking, time_line
+    from ..reporting.table import (
+        distribution_line,
+        printable,
+        ranking_line,
+        render,
+        render_ranking,
+        sweep_line,
+        time_line,
+    )
 
     terminalreporter.write_sep("=", "speculative decoding summary")
-    terminalreporter.write_line(render(state.result_dicts(with_outputs=False)))
-    for sweep in state.sweeps:
-        terminalreporter.write_line(f"sweep {sweep.summary()}")
-    for ranking in state.ranking_dicts():
+    results = state.result_dicts(with_outputs=False)
+    if results:
+        terminalreporter.write_line(render(results))
+    for sweep in state.products("sweeps"):
+        terminalreporter.write_line(f"sweep {sweep_line(sweep)}")
+    for check in state.products("distribution_checks"):
+        terminalreporter.write_line(f"sample_equivalence {distribution_line(check)}")
+    for ranking in state.products("rankings"):
         terminalreporter.write_line(f"choose_draft {ranking_line(ranking)}")
         terminalreporter.write_line(render_ranking(ranking))
     terminalreporter.write_line(

@@ -52,14 +52,12 @@ class SpecDecodeSession:
     baseline: dict[str, Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
     environment_changes: list[str] = field(default_factory=list)
-    #: results, verdicts and engine facts received from pytest-xdist workers (controller only)
+    #: results received from pytest-xdist workers, as report entries (controller only)
     remote_results: list[dict[str, Any]] = field(default_factory=list)
     #: sweeps made with ``specdecode.sweep``
     sweeps: list[Any] = field(default_factory=list)
     #: draft rankings made with ``specdecode.choose_draft``
     rankings: list[Any] = field(default_factory=list)
-    #: rankings received from pytest-xdist workers, as ``Ranking.to_dict()`` (controller only)
-    remote_rankings: list[dict[str, Any]] = field(default_factory=list)
     #: distribution checks made with ``specdecode.sample_equivalence``
     distribution_checks: list[Any] = field(default_factory=list)
     #: how each test judged its results, by result key (node id, label)
@@ -79,6 +77,9 @@ class SpecDecodeSession:
     #: time spent by each pytest-xdist worker, and how its engines started (controller only)
     remote_time: list[TimeSpent] = field(default_factory=list)
     remote_start_notes: list[str] = field(default_factory=list)
+    #: sweeps, rankings and distribution checks received from pytest-xdist workers, as
+    #: their ``to_dict()``, by report key (:data:`PRODUCTS`; controller only)
+    remote_products: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
     _pool: EngineSource | None = None
 
@@ -216,20 +217,6 @@ class SpecDecodeSession:
             remote = [_without_outputs(r) for r in remote]
         return local + remote
 
-    def receive(
-        self,
-        results: list[dict[str, Any]],
-        verdicts: list[dict[str, Any]],
-        info: dict[str, Any],
-        rankings: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """Take what a pytest-xdist worker reported for one test."""
-        self.remote_results.extend(results)
-        self.remote_rankings.extend(rankings or [])
-        self.verdicts.extend(Verdict(**v) for v in verdicts)
-        if info and not self.engine_info:
-            self.engine_info.update(info)
-
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
@@ -322,12 +309,9 @@ class SpecDecodeSession:
 
         session = self.report_session()
         data = report.build(self.result_dicts(), self.environment(), session)
-        if self.sweeps:
-            data["sweeps"] = [s.to_dict() for s in self.sweeps]
-        if self.rankings or self.remote_rankings:
-            data["rankings"] = self.ranking_dicts()
-        if self.distribution_checks:
-            data["distribution_checks"] = [c.to_dict() for c in self.distribution_checks]
+        for kind in PRODUCTS:
+            if self.products(kind):
+                data[kind] = self.products(kind)
         if self.baseline is not None:
             data["comparisons"] = self.comparisons()
         if data["results"]:
@@ -339,27 +323,64 @@ class SpecDecodeSession:
         notes = list(getattr(self._pool, "sequential_reasons", []))
         return notes + [n for n in dict.fromkeys(self.remote_start_notes) if n not in notes]
 
-    def worker_output(self) -> dict[str, Any]:
-        """What a pytest-xdist worker sends the controller when it finishes."""
-        return {"time": self.own_time().to_dict(), "start_notes": self.start_notes()}
+    def worker_output(self, nodeid: str | None = None, worker: str | None = None) -> dict[str, Any]:
+        """What a pytest-xdist worker sends the controller, in the one format
+        :meth:`receive_worker_output` takes. For a test (``nodeid``; sent on its report): its
+        results (with their outcome and ``worker``), verdicts, sweeps, rankings, distribution
+        checks and the engines' facts, or nothing when it made none. When the worker finishes
+        (no ``nodeid``): its time spent and how its engines started."""
+        if nodeid is None:
+            return {"time": self.own_time().to_dict(), "start_notes": self.start_notes()}
+        output: dict[str, Any] = {
+            "results": [{**self.entry(r), "worker": worker} for r in self.results_for(nodeid)],
+            "verdicts": [vars(v) for v in self.verdicts if v.nodeid == nodeid],
+            **{
+                kind: [x.to_dict() for x in getattr(self, kind) if x.nodeid == nodeid]
+                for kind in PRODUCTS
+            },
+        }
+        if not any(output.values()):
+            return {}
+        return {**output, "engine_info": dict(self.engine_info)}
 
     def receive_worker_output(self, output: dict[str, Any]) -> None:
-        """Take what a finished pytest-xdist worker sent (:meth:`worker_output`)."""
-        self.remote_time.append(TimeSpent.of(output.get("time") or {}))
+        """Take what a pytest-xdist worker sent (:meth:`worker_output`: a test's, or the
+        finished worker's)."""
+        self.remote_results.extend(output.get("results") or [])
+        self.verdicts.extend(Verdict(**v) for v in output.get("verdicts") or [])
+        for kind in PRODUCTS:
+            self.remote_products.setdefault(kind, []).extend(output.get(kind) or [])
+        if output.get("engine_info") and not self.engine_info:
+            self.engine_info.update(output["engine_info"])
+        if "time" in output:
+            self.remote_time.append(TimeSpent.of(output["time"] or {}))
         self.remote_start_notes.extend(output.get("start_notes") or [])
 
-    def ranking_dicts(self) -> list[dict[str, Any]]:
-        """Every ``choose_draft`` ranking of the session as a dict: local ones, then those
-        from pytest-xdist workers."""
-        return [r.to_dict() for r in self.rankings] + self.remote_rankings
+    def products(self, kind: str) -> list[dict[str, Any]]:
+        """Every sweep, ranking or distribution check of the session (``kind``: its report
+        key, one of :data:`PRODUCTS`) as dicts: local ones, then those from pytest-xdist
+        workers."""
+        local = [x.to_dict() for x in getattr(self, kind)]
+        return local + self.remote_products.get(kind, [])
+
+    @property
+    def produced(self) -> bool:
+        """Whether the session has anything to report: a result or another product, here or
+        from a pytest-xdist worker."""
+        return bool(self.results or self.remote_results) or any(map(self.products, PRODUCTS))
 
     def checklists(self) -> list[Checklist]:
         """The "worth it?" checklist of every target and proposer measured so far."""
         return checklists({
             "results": self.result_dicts(with_outputs=False),
-            "sweeps": [s.to_dict() for s in self.sweeps],
-            "rankings": self.ranking_dicts(),
+            "sweeps": self.products("sweeps"),
+            "rankings": self.products("rankings"),
         })  # fmt: skip
+
+
+#: What tests make besides results, by report key (each a ``SpecDecodeSession`` list of
+#: objects with ``nodeid`` and ``to_dict()``).
+PRODUCTS = ("sweeps", "rankings", "distribution_checks")
 
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 The controller assigns ``CUDA_VISIBLE_DEVICES`` to each worker through ``workerinput``; the
 worker sets it before any engine process starts (engines inherit it), and nothing in the
-pytest processes initialises CUDA. Results (and each test's verdicts and ``choose_draft``
-rankings) travel back on the test reports, as plain JSON types (:func:`to_wire`).
+pytest processes initialises CUDA. What a worker makes reaches the controller in one format
+(``SpecDecodeSession.worker_output``, as plain JSON types: :func:`to_wire`) under one key
+(:data:`WORKEROUTPUT_KEY`): each test's results, verdicts, sweeps, rankings and distribution
+checks on its report, the worker's time spent in its ``workeroutput`` when it finishes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from ..errors import ConfigError
 WORKERINPUT_KEY = "specdecode_cuda_visible_devices"
 #: The folder where each worker writes its tests' engine groups (``<workerid>.json``).
 GROUPS_KEY = "specdecode_groups_dir"
-#: What a worker sends when it finishes: its time spent and how its engines started.
+#: Where a worker's output travels: an attribute of each test's report (what the test made)
+#: and a key of the worker's ``workeroutput`` (its time spent and how its engines started).
 WORKEROUTPUT_KEY = "specdecode"
 
 
@@ -130,14 +133,7 @@ class XdistController:
         return self.config.stash.get(SESSION_KEY, None)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        results = getattr(report, "specdecode_results", None)
-        if not results:
-            return
+        output = getattr(report, WORKEROUTPUT_KEY, None)
         state = self._state()
-        if state is not None:
-            state.receive(
-                results,
-                getattr(report, "specdecode_verdicts", []),
-                getattr(report, "specdecode_engine_info", {}),
-                getattr(report, "specdecode_rankings", []),
-            )
+        if output and state is not None:
+            state.receive_worker_output(output)

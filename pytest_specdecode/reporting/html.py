@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .checklist import Checklist, checklists
-from .table import RANKING_HEADERS, label, ranking_rows, render
+from .table import RANKING_HEADERS, distribution_line, label, ranking_rows, render
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -255,5 +255,10 @@ def render_html(report: Mapping[str, Any]) -> str:
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
     for i, ranking in enumerate(report.get("rankings") or []):
         parts += _ranking_section(i, ranking)
+    checks = report.get("distribution_checks") or []
+    if checks:
+        parts.append("<h2>Distribution checks (sample_equivalence)</h2><ul id='distributions'>")
+        parts += [f"<li>{html.escape(distribution_line(c))}</li>" for c in checks]
+        parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -178,6 +178,40 @@ def ranking_line(ranking: Mapping[str, Any]) -> str:
     return printable(f"{ranking.get('nodeid')}: draft ranking: {', '.join(figures)}; {choice}")
 
 
+def sweep_line(sweep: Mapping[str, Any]) -> str:
+    """One line: the best k per concurrency and the crossover (as ``Sweep.summary()`` says
+    it), from a sweep dict."""
+    points = {
+        (p.get("num_speculative_tokens"), p.get("concurrency")): p
+        for p in sweep.get("points") or []
+    }
+    best_k = sorted((int(c), k) for c, k in (sweep.get("best_k") or {}).items())
+    best = ", ".join(
+        f"c={c}: k={k} ({_num((points.get((k, c)) or {}).get('speedup'), '.2f')}x)"
+        for c, k in best_k
+    )
+    crossover = sweep.get("crossover")
+    tail = (
+        f"speedup's interval drops below 1.0 at concurrency {crossover}"
+        if crossover is not None
+        else "no crossover: speculation still pays at concurrency "
+        + str(max((c for _, c in points), default="-"))
+    )
+    return printable(f"{sweep.get('nodeid')}: best k per concurrency: {best}; {tail}")
+
+
+def distribution_line(check: Mapping[str, Any]) -> str:
+    """One line for a ``sample_equivalence`` check dict: same distribution or not, its
+    p-value against alpha, the rule and the samples behind it."""
+    p, alpha = check.get("p_value"), check.get("alpha")
+    same = "same distribution" if check.get("passed") else "DIFFERENT distributions"
+    return printable(
+        f"{check.get('nodeid')}: {same} at temperature {_num(check.get('temperature'), 'g')}: "
+        f"p={_num(p, '.3g')} (alpha {_num(alpha, 'g')}; {check.get('rule')}; "
+        f"{check.get('samples_per_engine')} samples of {check.get('tokens')} tokens per engine)"
+    )
+
+
 def render_ranking(ranking: Mapping[str, Any], tablefmt: str = "simple") -> str:
     """A ranking dict as a table, one row per candidate."""
     return tabulate(
