@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
+from .footprint import proposer_footprint
+
 #: Longest wait for vLLM to shut down before the worker kills its process group.
 SHUTDOWN_SECONDS = 10.0
 
@@ -360,12 +362,18 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
             kv_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
         except (AttributeError, TypeError, ValueError):
             pass
+        draft_memory: dict[str, Any] | None = None
+        try:
+            draft_memory = proposer_footprint(llm.llm_engine.vllm_config)
+        except Exception:  # noqa: BLE001 - an unknown figure, never a failed start
+            pass
         info = {
             "pid": os.getpid(),
             "start_seconds": time.perf_counter() - start,
             "vllm_version": str(getattr(vllm, "__version__", "unknown")),
             "torch_version": str(torch.__version__),
             "kv_cache_tokens": kv_tokens,
+            "draft_memory": draft_memory,
             "engine_mode": engine.mode,
             "torch_threads": _torch_threads(torch),
         }

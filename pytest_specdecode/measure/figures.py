@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..engines.config import EngineConfig
+from ..engines.footprint import ProposerMemory
 from ..engines.protocol import Round
 from ..errors import NoSpeculationError
 from .paired import PairedRounds
@@ -165,9 +166,8 @@ def build_result(
         "baseline_tokens_per_second": round_rates(raw.baseline),
         "speculative_tokens_per_second": round_rates(raw.speculative),
     }
-    extra = None
-    if base.memory_gib is not None and spec.memory_gib is not None:
-        extra = spec.memory_gib - base.memory_gib
+    footprint = ProposerMemory.of(raw.engine_info.get("draft_memory"), kv.get("speculative"))
+    extra = footprint.gib
     per_prompt = request_acceptance(raw.speculative)
     least = least_gain(per_prompt)
     result = Result(
@@ -188,6 +188,8 @@ def build_result(
         alpha=alpha_from_rounds(raw.speculative),
         least_gain=least,
     )  # fmt: skip
+    if raw.engine_info.get("draft_memory") is not None:
+        result = with_notes(result, memory=footprint.note())
     if per_prompt is not None and least:
         result = with_notes(result, **{"least gain": least_gain_note(per_prompt, least)})
     return result

@@ -28,7 +28,7 @@ class EngineFigures:
     generated_tokens: int  # tokens generated per round
     token_ids: list[list[int]] = field(default_factory=list)  # per prompt, last measured round
     texts: list[str] = field(default_factory=list)
-    memory_gib: float | None = None  # process-group RSS (CPU) or GPU memory (NVML)
+    memory_gib: float | None = None  # process-group RSS (CPU) or GPU memory (NVML), raw
     kv_cache_tokens: int | None = None  # KV cache capacity vLLM allocated
 
     @classmethod
@@ -86,7 +86,10 @@ class Result:
     #: (mean acceptance length / (cost_ratio * k + 1)); no i.i.d. assumption
     efficiency: float | None = None
     samples: dict[str, list[float]] = field(default_factory=dict)  # per-round figures
-    extra_memory_gib: float | None = None  # speculative engine's memory beyond the baseline's
+    #: what the speculative engine holds for its proposer: the draft's weights plus the draft's
+    #: KV cache (0 without a model; process memory not counted; see ``engines/footprint.py``);
+    #: the parts are in ``notes["memory"]``
+    extra_memory_gib: float | None = None
     verdict: str = ""  # "worth it", "not worth it" or "inconclusive"
     verdict_reasons: list[str] = field(default_factory=list)
     adaptive: bool = False  # rounds were added until the interval was decisive

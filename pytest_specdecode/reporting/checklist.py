@@ -27,10 +27,11 @@ from typing import Any
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
 
-#: proposers with no draft model: their extra memory is noise around nothing
-NO_MODEL = frozenset({"ngram", "suffix"})
+#: proposers with no draft model: no weights and no draft KV cache to hold (their extra
+#: memory is 0; a report saved by an earlier version may hold a process RSS difference instead)
+NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix"})
 
-#: extra memory below this is "none to speak of" (process-memory noise)
+#: extra memory below this is "none to speak of"
 NEGLIGIBLE_GIB = 0.05
 
 _LONG = re.compile(r"\blong\b|long[_ -]?context", re.IGNORECASE)

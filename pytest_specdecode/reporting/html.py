@@ -155,7 +155,7 @@ def ranking_chart(ranking: Mapping[str, Any]) -> str:
         ax.annotate(name, where, textcoords="offset points", xytext=(8, 4), fontsize=8)
     ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
     note = f"\n* not measured: {', '.join(unmeasured)} (plotted at 0)" if unmeasured else ""
-    ax.set_xlabel(f"extra memory beyond the baseline (GiB){note}")
+    ax.set_xlabel(f"extra memory: draft weights + draft KV cache (GiB){note}")
     ax.set_ylabel("speedup, 95% interval")
     ax.set_title(f"{str(ranking.get('nodeid')).rsplit('::', 1)[-1]}: speedup against memory")
     return _svg(fig)
