@@ -33,7 +33,8 @@ from .measure.equivalence import DistributionCheck
 from .measure.result import EngineFigures, Result
 from .measure.sweep import Sweep
 
-__version__ = "0.1.0.dev0"
+#: The package version (pyproject.toml reads it from here).
+__version__ = "0.1.0"
 
 __all__ = [
     "Bench",
