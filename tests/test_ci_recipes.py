@@ -6,6 +6,7 @@ the recipes call only options and subcommands this package has."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -176,3 +177,70 @@ def test_recipes_use_existing_cli_subcommands_and_flags() -> None:
         flags = [word for word in call if word.startswith("--")]
         assert flags and all(flag in help_text.stdout for flag in flags), (call, help_text.stdout)
         assert call[call.index("--format") + 1] in help_text.stdout
+
+
+def _step(workflow: str, name: str) -> str:
+    data: Any = yaml.safe_load((RECIPES / workflow).read_text())
+    steps = [s for job in data["jobs"].values() for s in job["steps"] if s.get("name") == name]
+    assert len(steps) == 1, name
+    return str(steps[0]["run"])
+
+
+def _git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_gpu_recipe_stores_one_baseline_per_runner_class(tmp_path: Path) -> None:
+    """The store step, run against a local bare repository: the first baseline starts the
+    branch, another class adds its file beside it, a class's next baseline replaces its own."""
+    script = _step("github-gpu.yml", "Store the baseline on the specdecode-baselines branch")
+    remote = tmp_path / "remote.git"
+    work = tmp_path / "work"
+    _git("init", "--quiet", "--bare", str(remote), cwd=tmp_path)
+    work.mkdir()
+    _git("init", "--quiet", cwd=work)
+    (work / "baselines").mkdir()
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "GITHUB_TOKEN": "token",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": "owner/repo",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "RUNNER_TEMP": str(tmp_path),
+        "BASELINE_BRANCH": "specdecode-baselines",
+        # the step's https remote, redirected to the bare repository
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{remote}.insteadOf",
+        "GIT_CONFIG_VALUE_0": "https://x-access-token:token@github.com/owner/repo.git",
+    }
+
+    def store(runner_class: str, content: str, sha: str) -> None:
+        (work / "baselines" / f"{runner_class}.json").write_text(content)
+        run_env = {**env, "RUNNER_CLASS": runner_class, "GITHUB_SHA": sha}
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+            cwd=work, env=run_env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def stored(path: str) -> str:
+        return _git("show", f"specdecode-baselines:{path}", cwd=remote)
+
+    store("h100", '{"run": 1}', "a" * 40)
+    assert stored("h100.json") == '{"run": 1}'
+    assert _git("rev-list", "--count", "specdecode-baselines", cwd=remote) == "1"
+    store("a100", '{"run": 2}', "b" * 40)
+    store("h100", '{"run": 3}', "c" * 40)
+    assert stored("h100.json") == '{"run": 3}'
+    assert stored("a100.json") == '{"run": 2}'
+    assert _git("ls-tree", "--name-only", "specdecode-baselines", cwd=remote).split() == [
+        "a100.json",
+        "h100.json",
+    ]
+    log = _git("log", "--format=%s", "specdecode-baselines", cwd=remote).splitlines()
+    assert log == [f"h100: baseline from {'c' * 40}", f"a100: baseline from {'b' * 40}",
+                   f"h100: baseline from {'a' * 40}"]  # fmt: skip
+    assert summary.read_text().count("stored on `specdecode-baselines`") == 3
