@@ -2,8 +2,9 @@
 
 Reproduces issue 16's crash (the worker's ``torch.__version__`` could not cross to the
 controller) and its lost verdicts (parametrized cases missing from the controller's comparison
-table). The two engine groups (the draft pair; the n-gram-marked choice) go to one worker each,
-which starts its engines once per run.
+table). The two engine groups (the draft pair; the n-gram-marked choice and sweep) go to one
+worker each, which starts its engines once per run. A sweep and a distribution check made in
+the workers reach the controller's summary, JSON and HTML (issue 22).
 """
 
 from __future__ import annotations
@@ -36,12 +37,20 @@ NGRAM = {{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4
 def test_case(specdecode, case):
     specdecode.run(["the hot word is", "water and people"], max_tokens=16)
     specdecode.run(["we can see him now"], max_tokens=16, label="second")
+    if case == "a":
+        specdecode.sample_equivalence(["the hot word is"], samples=200, tokens=4)
 
 @pytest.mark.specdecode("structured", speculative_config=NGRAM)
 def test_choice(specdecode):
     specdecode.choose_draft(
         prompts("structured", 2, seed=1), {{"draft": DRAFT, "ngram": NGRAM}}, max_tokens=32
     )
+
+@pytest.mark.specdecode("structured", speculative_config=NGRAM)
+def test_sweep(specdecode):
+    # k=4 is the marker's n-gram engine: the sweep shares the choice's engines and prompts
+    specdecode.sweep(prompts("structured", 2, seed=1), max_tokens=32,
+                     num_speculative_tokens=[4], concurrency=[1, 2])
 """
 
 
@@ -66,7 +75,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tag = f"specdecode-xdist-{uuid.uuid4().hex}"
     saved_code, saved_out = _pytest(
         root, tag, pair["target"], "--specdecode-save", "s.json",
-        "--specdecode-baseline-trials", "20",
+        "--specdecode-baseline-trials", "20", "--specdecode-html", "s.html",
     )  # fmt: skip
     saved = json.loads((root / "s.json").read_text()) if (root / "s.json").exists() else {}
     if saved:
@@ -76,7 +85,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             r["ratios"] = [x * 5 for x in r["ratios"]]
         (root / "better.json").write_text(json.dumps(better))
     code, out = _pytest(root, tag, pair["target"], "--specdecode-compare", "better.json")
-    return {"saved_code": saved_code, "saved_out": saved_out, "saved": saved,
+    page = (root / "s.html").read_text() if (root / "s.html").exists() else ""
+    return {"saved_code": saved_code, "saved_out": saved_out, "saved": saved, "page": page,
             "code": code, "out": out, "tag": tag}  # fmt: skip
 
 
@@ -88,6 +98,7 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
         ("test_case[a]", ""), ("test_case[a]", "second"),
         ("test_case[b]", ""), ("test_case[b]", "second"),
         ("test_choice", "draft"), ("test_choice", "ngram"),
+        ("test_sweep", "k=4 c=1"), ("test_sweep", "k=4 c=2"),
     ]  # fmt: skip
     # the ranking made in a worker reached the controller's report
     rankings = runs["saved"]["rankings"]
@@ -97,6 +108,7 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
     # one engine group per worker: the parametrized cases share a worker, the choice has the other
     workers = {r["nodeid"].split("::")[-1]: r["worker"] for r in results}
     assert workers["test_case[a]"] == workers["test_case[b]"] != workers["test_choice"]
+    assert workers["test_sweep"] == workers["test_choice"]
     time = runs["saved"]["session"]["time"]
     assert time["restarts"] == 0 and time["engine_starts"] == 5, time  # 2 + 3 (draft, n-gram)
     assert "over 2 pytest-xdist workers" in runs["saved_out"]
@@ -107,17 +119,39 @@ def test_save_with_two_workers(runs: dict[str, Any]) -> None:
 def test_every_parametrized_case_reaches_the_controller_table(runs: dict[str, Any]) -> None:
     out = runs["out"]
     assert runs["code"] == 1, out
-    assert "3 failed" in out, out
+    assert "4 failed" in out, out
     table = out.split("comparison with the baseline", 1)[1]
     rows = [line for line in table.splitlines() if "REGRESSED" in line]
     assert sorted(line.split()[0] for line in rows) == [
         "test_case[a]", "test_case[a][second]", "test_case[b]", "test_case[b][second]",
         "test_choice[draft]", "test_choice[ngram]",
+        "test_sweep[k=4", "test_sweep[k=4",
     ], out  # fmt: skip
     assert "missing from this run" not in out
     # the sequential rule decided each case before its most rounds (20)
     decided = re.findall(r"speedup regressed: .*, decided after (\d+) rounds", out)
     assert len(decided) >= 6 and all(int(n) < 20 for n in decided), out
+
+
+def test_sweeps_and_distribution_checks_cross_from_the_workers(runs: dict[str, Any]) -> None:
+    """Made in two workers, they reach the controller's summary, JSON and HTML."""
+    saved, out, page = runs["saved"], runs["saved_out"], runs["page"]
+    (sweep,) = saved["sweeps"]
+    assert sweep["nodeid"] == "test_suite.py::test_sweep" and sweep["best_k"] == {"1": 4, "2": 4}
+    assert [(p["num_speculative_tokens"], p["concurrency"]) for p in sweep["points"]] == [
+        (4, 1), (4, 2)
+    ]  # fmt: skip
+    (check,) = saved["distribution_checks"]
+    assert check["nodeid"] == "test_suite.py::test_case[a]" and check["samples_per_engine"] == 200
+    assert 0 <= check["p_value"] <= 1 and check["positions"], check
+    workers = {r["nodeid"].split("::")[-1]: r["worker"] for r in saved["results"]}
+    assert workers["test_sweep"] != workers["test_case[a]"]  # one from each worker
+    for text in (out, runs["out"]):
+        assert "sweep test_suite.py::test_sweep: best k per concurrency: c=1: k=4 (" in text
+        assert re.search(r"sample_equivalence test_suite.py::test_case\[a\]: (same|DIFFERENT) "
+                         r"distributions? at temperature 0.8: p=", text), text  # fmt: skip
+    assert "<h2>Sweep: test_suite.py::test_sweep</h2>" in page
+    assert "<li>test_suite.py::test_case[a]: " in page
 
 
 def test_no_engine_outlives_either_run(runs: dict[str, Any]) -> None:
