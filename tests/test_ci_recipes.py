@@ -201,6 +201,7 @@ def test_gpu_recipe_stores_one_baseline_per_runner_class(tmp_path: Path) -> None
     work.mkdir()
     _git("init", "--quiet", cwd=work)
     (work / "baselines").mkdir()
+    _git("init", "--quiet", cwd=work / "baselines")  # the job checks the branch out there
     summary = tmp_path / "summary.md"
     env = {
         "PATH": os.environ["PATH"],
