@@ -68,6 +68,12 @@ def marker_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def bench_script() -> str:
+    """examples/bench_tiny.py as the docs show it."""
+    script = (ROOT / "examples" / "bench_tiny.py").read_text(encoding="utf-8")
+    return "```python\n" + script + "```\n"
+
+
 # -- blocks generated from the recorded run ------------------------------------------------
 def results(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(r) for r in report["results"]]
@@ -180,6 +186,7 @@ def generators(report: Mapping[str, Any]) -> dict[str, Callable[[], str]]:
         "example-summary": lambda: summary_text(report),
         "example-short-table": lambda: short_table(report),
         "example-run": lambda: run_line(report),
+        "bench-script": bench_script,
     }
 
 

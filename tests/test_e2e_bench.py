@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "examples" / "bench_tiny.py"
 
 
-def test_readme_shows_the_script() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert SCRIPT.read_text().strip() in readme
+def test_the_docs_show_the_script() -> None:
+    page = (REPO / "docs" / "writing-tests.md").read_text()
+    assert SCRIPT.read_text().strip() in page
 
 
 @needs_vllm
