@@ -16,6 +16,8 @@ from pytest_specdecode.measure.sequential import (
     decide,
     look_level,
     repeated_interval,
+    robust_location,
+    robust_scale,
     session_variance,
 )
 from pytest_specdecode.measure.stats import ratio_interval
@@ -74,6 +76,73 @@ def test_an_ambiguous_run_is_undecided_until_final() -> None:
     rounds = [2.0 * 0.93 * math.exp(x) for x in (0.08, -0.08, 0.06)]
     assert decide(ref, rounds, 0.05, final=False).status == "undecided"
     assert decide(ref, rounds, 0.05).status in ("unchanged", "regressed")
+
+
+def test_robust_estimate_is_the_plain_mean_on_clean_data() -> None:
+    """Symmetric rounds: the Huber estimate is their mean (to 1e-12); rounds none of which
+    lies beyond the clip: mean and sample variance exactly; normal rounds: within 0.7 of the
+    mean's standard error in each of 50 seeded runs of 30 rounds (0.16 on average)."""
+    symmetric = [0.7 + x for x in (-0.2, -0.05, -0.01, 0.0, 0.01, 0.05, 0.2)]
+    assert robust_location(symmetric)[0] == pytest.approx(0.7, abs=1e-12)
+    close = [0.70, 0.71, 0.69, 0.705, 0.695]
+    mean = sum(close) / 5
+    assert robust_location(close, 0.1) == pytest.approx(
+        (mean, sum((x - mean) ** 2 for x in close) / 4), abs=1e-15
+    )
+    for seed in range(50):
+        rng = random.Random(seed)
+        logs = [rng.gauss(0, 0.05) for _ in range(30)]
+        assert robust_location(logs)[0] == pytest.approx(sum(logs) / 30, abs=0.7 * 0.05 / 30**0.5)
+    assert robust_scale([rng.gauss(0, 0.05) for _ in range(2000)]) == pytest.approx(0.05, rel=0.05)
+
+
+def test_one_stalled_round_moves_the_estimate_a_bounded_amount() -> None:
+    logs = [0.69, 0.70, 0.71, 0.70, 0.69, 0.71, 0.70]
+    stalled = [*logs[:-1], 0.70 - math.log(3)]  # the speculative engine took 3x once
+    plain = sum(stalled) / len(stalled)
+    assert 0.70 - plain > 0.15  # the plain mean reads it as a 15% drop
+    assert robust_location(stalled)[0] == pytest.approx(0.70, abs=0.01)
+
+
+def test_a_stalled_round_does_not_flip_an_unchanged_run() -> None:
+    """One round in which one engine took 3x its time, on either side, and in the stored
+    rounds or the new ones: the plain mean would move by ln(3)/n (a 20% drop at round 5) and
+    its variance would keep the rule undecided for all 20 rounds; the rule still decides "no
+    change" online, in each of 20 seeded runs."""
+    rng = random.Random(11)
+    base = ratios(rng, 2.0, 30)
+    stalled_base = [*base[:-1], base[-1] * 3]
+    for seed in range(20):
+        rng = random.Random(seed)
+        runs = []
+        for factor in (1 / 3, 3.0):
+            new = ratios(rng, 2.0, 20)
+            new[2] *= factor
+            runs.append((base, new))
+        runs.append((stalled_base, ratios(rng, 2.0, 20)))
+        for stored, new in runs:
+            online = decide(Reference.of(stored), new, 0.05, final=False)
+            assert (online.status, online.rounds <= 12) == ("unchanged", True)
+
+
+def test_a_real_drop_is_caught_through_a_stall() -> None:
+    """A 10% drop whose second round looks 3x faster (the baseline engine stalled) is still
+    called a regression, in each of 20 seeded runs."""
+    rng = random.Random(11)
+    ref = Reference.of(ratios(rng, 2.0, 30))
+    for seed in range(20):
+        rng = random.Random(seed)
+        new = ratios(rng, 1.8, 20)
+        new[1] *= 3
+        assert decide(ref, new, 0.05).status == "regressed"
+
+
+def test_a_saving_session_summary_is_robust_to_a_stall() -> None:
+    rng = random.Random(12)
+    clean = ratios(rng, 2.0, 30)
+    stalled = Session.of([*clean[:-1], clean[-1] / 3])
+    assert stalled.mean == pytest.approx(Session.of(clean).mean, abs=0.01)
+    assert stalled.var < 2 * Session.of(clean).var
 
 
 def test_between_session_variance_from_saved_sessions() -> None:
