@@ -3,6 +3,7 @@ pass/fail).
 
     python benchmarks/decisions.py                       # all parts, default repetitions
     python benchmarks/decisions.py --reps 2000 --seed 7 regression adaptive drift
+    python benchmarks/decisions.py robust --noise t3 stall --sds 0.05 0.10 --reps 5000
 
 Every repetition drives :class:`~pytest_specdecode.Bench` on a simulated engine source
 (:class:`SimSource`, implementing the engine Protocols) and judges what it returns with the
@@ -11,8 +12,17 @@ model, nothing sleeps:
 
 - the speculative engine is ``speedup`` times faster than the baseline (times multiplied by
   ``slowdown``, 1/0.9 for a 10% drop of the speedup);
-- each engine's log time has noise of sd ``sd / sqrt(2)``, so the per-round log ratio has sd
-  ``sd``;
+- noise (``--noise``, the ``robust`` part; the other parts are ``gauss``):
+
+  - ``gauss``: each engine's log time has normal noise of sd ``sd / sqrt(2)``, so the
+    per-round log ratio has sd ``sd``;
+  - ``t3``: the speculative engine's log time has Student t noise with 3 degrees of freedom
+    scaled by ``sd / sqrt(3)`` (so its sd is ``sd``), the baseline's none: the per-round log
+    ratio is t(3) with sd ``sd`` (heavy tails: 1 round in 70 beyond 3 sd);
+  - ``stall``: ``gauss`` plus stalls: each engine round (warm-ups included) takes 3 times its
+    time with probability 2.5%, independently, so that about 5% of paired rounds (4.94%) have
+    one side stalled, either side alike; ``sd`` is the normal part's (the per-round log ratio's
+    sd is then about 0.25);
 - every round generated (any engine, warm-up included) adds ``drift`` to the log time of all
   rounds after it (a linear trend per slot);
 - each session (each ``Bench``) draws one offset of sd ``tau`` added to the speculative side's
@@ -35,6 +45,8 @@ Parts:
    precision rule stops the run; its interval's coverage.
 3. ``drift``: 1% per slot, fixed trials in the counterbalanced order (A B, B A, ...): bias of
    the reported speedup and coverage of its interval.
+4. ``robust``: the ``regression`` part (plain baseline) under each ``--noise`` at each
+   ``--sds``, with ``--baseline-trials`` and ``--max-trials`` (defaults: the plugin's).
 
 Each figure comes with its Monte Carlo standard error (± one se; a share seen 0 times gives
 the 95% upper bound 3/n instead).
@@ -93,6 +105,9 @@ TOLERANCES = parse_tolerances(DEFAULT_TOLERANCES)
 SPEEDUP_TOLERANCE = next(t for t in TOLERANCES if t.figure == "speedup")
 DROP = 0.10  # the regression power is measured against
 SAVING_SESSIONS = 5  # saving sessions behind a measured between-session variance
+NOISES = ("gauss", "t3", "stall")
+STALL_P = 0.025  # chance that one engine round stalls (a paired round: 4.94%)
+STALL_FACTOR = 3.0  # a stalled round takes this many times its time
 
 
 # -- the simulated backend ---------------------------------------------------------------------
@@ -105,6 +120,20 @@ class World:
     drift: float = 0.0  # log time added per round generated before (any engine)
     tau: float = 0.0  # sd of the session's offset of the speculative side's log time
     slowdown: float = 1.0  # speculative times multiplied by this (1 / 0.9: a 10% drop)
+    noise: str = "gauss"  # one of NOISES
+
+
+def noise(world: World, speculative: bool, rng: random.Random) -> float:
+    """One engine round's log-time noise under ``world.noise`` (see the module docstring)."""
+    if world.noise == "t3":
+        if not speculative:
+            return 0.0
+        t3 = rng.gauss(0.0, 1.0) / math.sqrt(rng.gammavariate(1.5, 2.0) / 3)
+        return t3 * world.sd / math.sqrt(3)
+    log = rng.gauss(0.0, world.sd / math.sqrt(2))
+    if world.noise == "stall" and rng.random() < STALL_P:
+        log += math.log(STALL_FACTOR)
+    return log
 
 
 class SimEngine(PlainCalls):
@@ -131,7 +160,7 @@ class SimEngine(PlainCalls):
         self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
     ) -> Round:
         src, world = self.source, self.source.world
-        log_time = world.drift * src.slots + src.rng.gauss(0.0, world.sd / math.sqrt(2))
+        log_time = world.drift * src.slots + noise(world, self.speculative, src.rng)
         src.slots += 1
         if self.speculative:
             log_time += src.offset - math.log(world.speedup) + math.log(world.slowdown)
@@ -219,15 +248,20 @@ class RegressionCell:
     new_sd: float  # the compared run's
     tau: float = 0.0
     sessions: bool = False  # True: 5 saving sessions, both baselines judged (plain, measured)
+    noise: str = "gauss"
+    baseline_trials: int = BASELINE_TRIALS
+    max_trials: int = MAX_TRIALS
 
 
-def compared(stored: Mapping[str, Any], world: World, rng: random.Random) -> tuple[bool, int]:
+def compared(
+    stored: Mapping[str, Any], world: World, rng: random.Random, max_trials: int = MAX_TRIALS
+) -> tuple[bool, int]:
     """A compared session against ``stored``: (any figure regressed, rounds run)."""
     tolerance = speedup_tolerance(SPEEDUP_TOLERANCE, stored)
     reference = reference_of(stored)
-    new = session(world, rng, reference=lambda label: (reference, tolerance)).to_dict(
-        with_outputs=False
-    )
+    new = session(
+        world, rng, reference=lambda label: (reference, tolerance), max_trials=max_trials
+    ).to_dict(with_outputs=False)
     regressed = any(compare_one(stored, new, t).status == "regressed" for t in TOLERANCES)
     return regressed, int(new["trials"])
 
@@ -236,9 +270,9 @@ def regression_rep(cell: RegressionCell, seed: int, rep: int) -> tuple[Any, ...]
     """(false alarm, rounds, caught, rounds) per baseline kind of one repetition: the
     unchanged and the dropped run are compared with the same stored baseline."""
     rng = random.Random(f"{seed}:saving:{cell}:{rep}")
-    saving = World(sd=cell.sd, tau=cell.tau)
+    saving = World(sd=cell.sd, tau=cell.tau, noise=cell.noise)
     results = [
-        session(saving, rng, trials=BASELINE_TRIALS)
+        session(saving, rng, trials=cell.baseline_trials)
         for _ in range(SAVING_SESSIONS if cell.sessions else 1)
     ]
     plain = results[-1].to_dict(with_outputs=False)
@@ -246,12 +280,13 @@ def regression_rep(cell: RegressionCell, seed: int, rep: int) -> tuple[Any, ...]
     if cell.sessions:
         sessions = [Session.of(r.ratios).to_dict() for r in results]
         baselines.append({**plain, "sessions": sessions})
-    same = World(sd=cell.new_sd, tau=cell.tau)
+    same = World(sd=cell.new_sd, tau=cell.tau, noise=cell.noise)
     dropped = replace(same, slowdown=1 / (1 - DROP))
     out: list[Any] = []
     for i, stored in enumerate(baselines):
         for j, world in enumerate((same, dropped)):
-            out += compared(stored, world, random.Random(f"{seed}:compared:{cell}:{rep}:{i}:{j}"))
+            rng = random.Random(f"{seed}:compared:{cell}:{rep}:{i}:{j}")
+            out += compared(stored, world, rng, cell.max_trials)
     return tuple(out)
 
 
@@ -422,7 +457,36 @@ def drift_part(run: Runner, reps: int) -> None:
     table(header, rows)
 
 
-PARTS = ("regression", "adaptive", "drift")
+def robust_part(
+    run: Runner,
+    reps: int,
+    noises: Sequence[str],
+    sds: Sequence[float],
+    baseline_trials: int,
+    max_trials: int,
+) -> None:
+    print(
+        f"\n## robust: as regression (plain baseline of {baseline_trials} rounds, compared run "
+        f"up to {max_trials} rounds), under heavy-tailed noise: t3 (per-round log ratio t(3) "
+        f"with the sd given: scale sd/sqrt(3)), stall (normal sd given, plus each engine "
+        f"round x{STALL_FACTOR:g} with probability {STALL_P}); {reps} repetitions per cell"
+    )
+    header = ["cell", "false alarms", "rounds mean", "max", "power", "rounds mean", "max"]
+    rows = []
+    for name in noises:
+        for sd in sds:
+            cell = RegressionCell(sd, sd, noise=name, baseline_trials=baseline_trials,
+                                  max_trials=max_trials)  # fmt: skip
+            data = run("regression", cell, reps)
+            alarm, r_same, caught, r_drop = (list(c) for c in zip(*data, strict=True))
+            rows.append([
+                f"{name} sd {sd:.2f}", share(alarm), average(r_same), str(max(r_same)),
+                share(caught), average(r_drop), str(max(r_drop)),
+            ])  # fmt: skip
+    table(header, rows)
+
+
+PARTS = ("regression", "adaptive", "drift", "robust")
 
 
 def main() -> None:
@@ -431,6 +495,16 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10000, help="repetitions per cell")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="processes")
+    parser.add_argument(
+        "--noise", nargs="+", choices=NOISES, default=list(NOISES), help="robust part: noise"
+    )
+    parser.add_argument(
+        "--sds", nargs="+", type=float, default=[0.05, 0.10], help="robust part: sd"
+    )
+    parser.add_argument("--baseline-trials", type=int, default=BASELINE_TRIALS,
+                        help="robust part: rounds of the saved baseline")  # fmt: skip
+    parser.add_argument("--max-trials", type=int, default=MAX_TRIALS,
+                        help="robust part: most rounds of a compared run")  # fmt: skip
     args = parser.parse_args()
     parts = args.parts or list(PARTS)
     unknown = sorted(set(parts) - set(PARTS))
@@ -452,6 +526,8 @@ def main() -> None:
             adaptive_part(run, args.reps)
         if "drift" in parts:
             drift_part(run, args.reps)
+        if "robust" in parts:
+            robust_part(run, args.reps, args.noise, args.sds, args.baseline_trials, args.max_trials)
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
 
 
