@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
 from .config import EngineConfig
+from .leftovers import remove_openmp_files, wait_gone
 from .memory import group_pids, process_titles
 from .protocol import Counters, Placement, PlainCalls, Round
 from .worker import exit_cause
@@ -325,6 +326,7 @@ class Engine(PlainCalls):
         """Kill the worker and every process of its group (vLLM's engine-core children)."""
         pid = self._process.pid
         if pid is not None and not self._reaped:
+            group = {*group_pids(pid), *self._core_pids}  # those that exited before too
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -336,6 +338,9 @@ class Engine(PlainCalls):
                     pass
             self._process.join(5)
             self._reaped = self._process.exitcode is not None
+            if self._reaped:  # what the killed group left in /dev/shm (its tracker: the rest)
+                wait_gone(group)
+                remove_openmp_files([pid, *group])
         _RUNNING.discard(self)
         try:
             self._conn.close()

@@ -32,6 +32,8 @@ from .footprint import proposer_footprint
 
 #: Longest wait for vLLM to shut down before the worker kills its process group.
 SHUTDOWN_SECONDS = 10.0
+#: vLLM's processes under this worker, as seen once it was ready.
+_VLLM_PIDS: set[int] = set()
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -39,7 +41,7 @@ def _watch_parent(parent_pid: int) -> None:
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
-            os.killpg(os.getpgid(0), 9)
+            _kill_group_and_exit(0)
 
 
 def _redirect_output(log_path: str) -> None:
@@ -260,16 +262,22 @@ def _kill_group_and_exit(code: int) -> NoReturn:
     whatever state they are in), then exit."""
     sys.stdout.flush()
     sys.stderr.flush()
+    from .leftovers import remove_openmp_files, wait_gone
     from .memory import group_pids
 
     me = os.getpid()
+    killed = []
     if os.getpgid(0) == me:  # never signal the parent's group
         for pid in group_pids(me):
             if pid != me:
                 try:
                     os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
                 except OSError:
                     pass
+    wait_gone(killed)
+    # os._exit skips OpenMP's own removal; vLLM's shutdown may have killed its processes
+    remove_openmp_files({*killed, *_VLLM_PIDS, me}, exiting=True)
     os._exit(code)
 
 
@@ -309,6 +317,9 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
     up on this worker) and on a dead vLLM engine core (answered ``("dead", cause)``) it shuts
     vLLM down, kills the rest of its process group and exits.
     """
+    from .memory import group_pids
+
+    _VLLM_PIDS.update(group_pids(os.getpid()))
     if not _send(conn, ("ready", plain(info))):
         _shutdown(engine)
         _kill_group_and_exit(0)
@@ -348,6 +359,12 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
     os.setpgid(0, 0)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     _redirect_output(log_path)
+    try:  # what vLLM leaves in shared memory is this engine's, never the caller's
+        from .leftovers import own_resource_tracker
+
+        own_resource_tracker()
+    except Exception:  # the inherited tracker still cleans up, at the caller's exit
+        traceback.print_exc()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     try:
         start = time.perf_counter()
