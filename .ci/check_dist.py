@@ -84,7 +84,10 @@ def check_wheel(wheel: Path, version: str) -> list[str]:
 def check_sdist(sdist: Path, version: str) -> list[str]:
     with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    wanted = ["LICENSE", "README.md", "pyproject.toml", "tests/conftest.py", "tox.ini"]
+    wanted = [
+        "LICENSE", "README.md", "pyproject.toml", "tests/conftest.py", "tox.ini",
+        "scripts/render_docs.py", "docs/data/example-suites.json", "benchmarks/start_order.py",
+    ]  # fmt: skip
     wanted += [p.relative_to(ROOT).as_posix() for p in _expected()]
     return [f"{sdist.name} lacks {name}" for name in wanted if name not in names]
 
