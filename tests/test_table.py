@@ -187,3 +187,12 @@ def test_time_line_splits_the_wall_time() -> None:
     workers = {**session, "workers": 2, "time": {**session["time"], "other_seconds": None}}
     assert "over 2 pytest-xdist workers (the parts add up their time)" in time_line(workers)
     assert "other" not in time_line(workers)
+
+
+def test_memory_parts_stay_in_the_report_not_in_the_notes_column() -> None:
+    row = fake_result().to_dict()
+    row["notes"] = {"memory": "draft weights 0.0018 GiB + draft KV cache 0.0199 GiB"}
+    assert "notes" not in render([row]).splitlines()[0]
+    row["notes"]["json"] = "8/8 parse"
+    text = render([row])
+    assert "json=8/8 parse" in text and "draft weights" not in text

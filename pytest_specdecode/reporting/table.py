@@ -73,8 +73,14 @@ def _verdict(row: Mapping[str, Any]) -> str:
     return "?" if passed is None else ("pass" if passed else "FAIL")
 
 
+#: Notes the report keeps but the table's notes column leaves out: the parts of the extra
+#: memory (the ranking's ``extra GiB`` and the checklist's spare-memory line give the figure).
+HIDDEN_NOTES = frozenset({"memory"})
+
+
 def _notes(row: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (row.get("notes") or {}).items())
+    notes = (row.get("notes") or {}).items()
+    return ", ".join(f"{k}={v}" for k, v in notes if k not in HIDDEN_NOTES)
 
 
 def _spread(row: Mapping[str, Any]) -> str:
