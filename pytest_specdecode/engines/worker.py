@@ -32,6 +32,10 @@ from .footprint import proposer_footprint
 
 #: Longest wait for vLLM to shut down before the worker kills its process group.
 SHUTDOWN_SECONDS = 10.0
+#: How long a call may go on after an engine-core process has exited before the worker answers
+#: ``("dead", cause)`` itself: vLLM's own ``EngineDeadError`` normally comes within a second, but
+#: a call it never wakes would otherwise wait for the caller's timeout.
+DEAD_CORE_GRACE = 10.0
 #: vLLM's processes under this worker, as seen once it was ready.
 _VLLM_PIDS: set[int] = set()
 
@@ -185,6 +189,26 @@ class _Engine:
                     per_pos[i] += int(v)
         return {**totals, "accepted_per_position": per_pos}
 
+    def _core_processes(self) -> list[Any]:
+        """vLLM's engine-core processes (none in-process)."""
+        if self.mode == "in-process":
+            return []
+        try:
+            manager = self.llm.llm_engine.engine_core.resources.engine_manager
+        except AttributeError:
+            return []
+        return list(getattr(manager, "processes", None) or [])
+
+    def core_exit(self) -> str | None:
+        """The engine-core processes that have exited, with their exit causes; None while all
+        run (and in-process). Safe to call from another thread."""
+        died = [
+            f"process {proc.name} (pid {proc.pid}) {exit_cause(proc.exitcode)}"
+            for proc in self._core_processes()
+            if proc.exitcode is not None
+        ]
+        return "; ".join(died) or None
+
     def dead_cause(self, exc: BaseException) -> str:
         """What died under a ``vllm.LLM`` that raised ``EngineDeadError``: each engine-core
         process that exited, with its exit cause (in-process: what the core raised)."""
@@ -193,12 +217,7 @@ class _Engine:
                 f"the engine core (in the worker process, pid {os.getpid()}) raised "
                 f"{type(exc).__name__}: {exc}"
             )
-        manager: Any = None
-        try:
-            manager = self.llm.llm_engine.engine_core.resources.engine_manager
-        except AttributeError:
-            pass
-        procs = list(getattr(manager, "processes", None) or [])
+        procs = self._core_processes()
         died = []
         deadline = time.monotonic() + 5.0
         for proc in procs:
@@ -310,6 +329,41 @@ def _broken(engine: Any) -> bool:
     return bool(broken()) if broken is not None else False
 
 
+class _CoreWatch:
+    """Sends the parent one message at a time, and answers ``("dead", cause)`` for a call that
+    vLLM never wakes after its engine core died (then kills the engine and exits)."""
+
+    def __init__(self, conn: Connection, engine: Any) -> None:
+        self.conn, self.engine = conn, engine
+        self.lock = threading.Lock()
+        self.busy_since: float | None = None  # when the call in progress began
+
+    def send(self, message: tuple[str, Any]) -> bool:
+        with self.lock:
+            return _send(self.conn, message)
+
+    def start(self) -> None:
+        if getattr(self.engine, "core_exit", None) is not None:
+            threading.Thread(target=self._watch, daemon=True, name="specdecode-core-watch").start()
+
+    def _watch(self) -> None:
+        died_at: float | None = None
+        while True:
+            time.sleep(0.5)
+            cause = self.engine.core_exit()
+            if cause is None:
+                continue
+            now = time.monotonic()
+            died_at = died_at or now
+            busy = self.busy_since
+            if busy is not None and now - max(died_at, busy) >= DEAD_CORE_GRACE:
+                cause += f" (vLLM did not raise within {DEAD_CORE_GRACE:g} s)"
+                print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
+                self.send(("dead", cause))
+                _kill_group_and_exit(0)
+                return  # (only a stand-in for the exit returns)
+
+
 def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
     """Say ``ready`` with ``info``, then answer commands until told to shut down.
 
@@ -320,9 +374,11 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
     from .memory import group_pids
 
     _VLLM_PIDS.update(group_pids(os.getpid()))
-    if not _send(conn, ("ready", plain(info))):
+    watch = _CoreWatch(conn, engine)
+    if not watch.send(("ready", plain(info))):
         _shutdown(engine)
         _kill_group_and_exit(0)
+    watch.start()
     while True:
         try:
             command, kwargs = conn.recv()
@@ -331,19 +387,22 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
             _kill_group_and_exit(0)
         if command == "shutdown":
             _shutdown(engine)
-            _send(conn, ("ok", None))
+            watch.send(("ok", None))
             _kill_group_and_exit(0)
+        watch.busy_since = time.monotonic()
         try:
             reply: tuple[str, Any] = ("ok", getattr(engine, command)(**kwargs))
         except BaseException as exc:
+            watch.busy_since = None
             if is_engine_dead(exc) or _broken(engine):
                 cause = engine.dead_cause(exc)
                 print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
-                _send(conn, ("dead", cause))
+                watch.send(("dead", cause))
                 _shutdown(engine)
                 _kill_group_and_exit(0)
             reply = ("error", traceback.format_exc())
-        if not _send(conn, reply):
+        watch.busy_since = None
+        if not watch.send(reply):
             _shutdown(engine)
             _kill_group_and_exit(0)
 
