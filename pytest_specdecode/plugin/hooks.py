@@ -234,8 +234,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             output = getattr(session.config, "workeroutput", {})
             output[WORKEROUTPUT_KEY] = to_wire(state.worker_output())
             return
-        if state.produced:
-            _write_outputs(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        if state.produced and not _write_outputs(
+            state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
+        ):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
         matching = state.matching()
         if matching is not None and matching.nothing_matched:
             state.output_errors.append(_nothing_matched(state, matching))
@@ -245,8 +247,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.close()
 
 
-def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
-    """Write every requested file; one that fails is reported and does not stop the others."""
+def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> bool:
+    """Write every requested file; one that fails is reported and does not stop the others.
+    Ctrl-C stops the writing: the file being written keeps its previous content (writes are
+    atomic), the summary names every file not written, and False is returned."""
     from ..baselines import files as report
 
     data = state.report()
@@ -278,13 +282,20 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> None:
                 report.update_baseline(path, data["results"], data["environment"], data["session"])
 
             writers.append(("baseline", state.settings.get("compare"), update))
-    for name, path, write in writers:
+    for index, (name, path, write) in enumerate(writers):
         try:
             write(path)
+        except KeyboardInterrupt:
+            state.output_errors.extend(
+                f"{later} {where} NOT written: interrupted (KeyboardInterrupt)"
+                for later, where, _ in writers[index:]
+            )
+            return False
         except Exception as exc:  # noqa: BLE001 - every file gets its chance; shown in the summary
             state.output_errors.append(f"{name} {path} could not be written: {exc}")
         else:
             state.written.append((name, path))
+    return True
 
 
 def _nothing_matched(state: SpecDecodeSession, matching: Matching) -> str:
