@@ -95,7 +95,9 @@ def _interrupted(args: list[str], cwd: Path, slow: str) -> tuple[int, str]:
 
 
 def _files(folder: Path) -> list[str]:
-    return sorted(f.name for f in folder.iterdir())
+    """The folder's files (Python's bytecode cache aside: CI does not set
+    PYTHONDONTWRITEBYTECODE)."""
+    return sorted(f.name for f in folder.iterdir() if f.name != "__pycache__")
 
 
 @pytest.mark.parametrize("slow", ["report.json", "saved.json"])
