@@ -24,13 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_specdecode.reporting.checklist import checklists  # noqa: E402
-from pytest_specdecode.reporting.table import (  # noqa: E402
-    label,
-    ranking_line,
-    render,
-    render_ranking,
-    time_line,
-)
+from pytest_specdecode.reporting.table import label, summary_lines  # noqa: E402
 from pytest_specdecode.settings import MARKER_KEYWORD_HELP, SETTINGS  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -85,16 +79,14 @@ def by_label(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def summary_text(report: Mapping[str, Any]) -> str:
-    """What the terminal summary printed: table, rankings, footer, checklists."""
-    lines = [render(results(report))]
-    for ranking in report.get("rankings") or []:
-        lines.append(f"choose_draft {ranking_line(ranking)}")
-        lines.append(render_ranking(ranking))
-    lines.append(
-        "speedup = baseline time / speculative time per paired round (geometric mean); "
-        "accept rate = accepted / draft tokens"
+    """What the terminal summary printed: tables, sweeps, checks, rankings, footer, checklists."""
+    lines = summary_lines(
+        results(report),
+        report.get("sweeps") or [],
+        report.get("distribution_checks") or [],
+        report.get("rankings") or [],
+        report["session"],
     )
-    lines.append(time_line(report["session"]))
     lines.append("-" * 21 + " worth it? (per target and proposer) " + "-" * 22)
     for checklist in checklists(report):
         lines += checklist.text()

@@ -314,35 +314,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
     if state is None or not state.produced:
         return
-    from ..reporting.table import (
-        distribution_line,
-        printable,
-        ranking_line,
-        render,
-        render_ranking,
-        sweep_line,
-        time_line,
-    )
+    from ..reporting.table import printable, summary_lines
 
     terminalreporter.write_sep("=", "speculative decoding summary")
-    results = state.result_dicts(with_outputs=False)
-    if results:
-        terminalreporter.write_line(render(results))
-    for sweep in state.products("sweeps"):
-        terminalreporter.write_line(f"sweep {sweep_line(sweep)}")
-    for check in state.products("distribution_checks"):
-        terminalreporter.write_line(f"sample_equivalence {distribution_line(check)}")
-    for ranking in state.products("rankings"):
-        terminalreporter.write_line(f"choose_draft {ranking_line(ranking)}")
-        terminalreporter.write_line(render_ranking(ranking))
-    terminalreporter.write_line(
-        "speedup = baseline time / speculative time per paired round (geometric mean); "
-        "accept rate = accepted / draft tokens"
+    lines = summary_lines(
+        state.result_dicts(with_outputs=False),
+        state.products("sweeps"),
+        state.products("distribution_checks"),
+        state.products("rankings"),
+        state.report_session(),
     )
-    session = state.report_session()
-    terminalreporter.write_line(time_line(session))
-    for note in session["start_notes"]:
-        terminalreporter.write_line(f"engine starts: {printable(note)}")
+    for line in lines:
+        terminalreporter.write_line(line)
     terminalreporter.write_sep("-", "worth it? (per target and proposer)")
     for checklist in state.checklists():
         for line in checklist.text():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
@@ -277,3 +277,30 @@ def time_line(session: Mapping[str, Any]) -> str:
     if workers > 1 or other is None:
         head += f" over {workers} pytest-xdist workers (the parts add up their time)"
     return f"{head}: " + ", ".join(parts)
+
+
+#: What the summary's figures mean, printed under its tables.
+LEGEND = (
+    "speedup = baseline time / speculative time per paired round (geometric mean); "
+    "accept rate = accepted / draft tokens"
+)
+
+
+def summary_lines(
+    results: Sequence[Mapping[str, Any]],
+    sweeps: Iterable[Mapping[str, Any]],
+    checks: Iterable[Mapping[str, Any]],
+    rankings: Iterable[Mapping[str, Any]],
+    session: Mapping[str, Any],
+) -> list[str]:
+    """The speculative-decoding summary above its checklist, from report dicts: the results
+    table, a line per sweep and distribution check, each ranking with its table, the legend,
+    where the wall time went and how engines started."""
+    lines = [render(results)] if results else []
+    lines += [f"sweep {sweep_line(s)}" for s in sweeps]
+    lines += [f"sample_equivalence {distribution_line(c)}" for c in checks]
+    for ranking in rankings:
+        lines += [f"choose_draft {ranking_line(ranking)}", render_ranking(ranking)]
+    lines += [LEGEND, time_line(session)]
+    lines += [f"engine starts: {printable(note)}" for note in session.get("start_notes") or []]
+    return lines
