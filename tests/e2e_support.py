@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,3 +66,16 @@ def processes_with_tag(tag: str) -> list[str]:
         if tag.encode() in environ:
             found.append(f"{entry.name}: {cmdline[:120]}")
     return found
+
+
+def kill_run(proc: subprocess.Popen[str], tag: str) -> None:
+    """Whatever a test's outcome, leave nothing of its run: the process, then every process
+    carrying ``tag``."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for entry in processes_with_tag(tag):
+        try:
+            os.kill(int(entry.split(":")[0]), signal.SIGKILL)
+        except OSError:
+            pass

@@ -19,6 +19,7 @@ import pytest
 from .e2e_support import (
     ENGINE_KWARGS,
     build_pair,
+    kill_run,
     needs_vllm,
     processes_with_tag,
     surviving_processes,
@@ -103,14 +104,7 @@ class Run:
 
     def kill_leftovers(self) -> None:
         """Whatever the test's outcome, leave nothing running."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for entry in processes_with_tag(self.tag):
-            try:
-                os.kill(int(entry.split(":")[0]), signal.SIGKILL)
-            except OSError:
-                pass
+        kill_run(self.proc, self.tag)
 
 
 @pytest.fixture

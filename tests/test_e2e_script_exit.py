@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .e2e_support import needs_vllm, processes_with_tag, surviving_processes, tagged_env
+from .e2e_support import kill_run, needs_vllm, processes_with_tag, surviving_processes, tagged_env
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -133,14 +133,7 @@ class Script:
 
     def kill_leftovers(self) -> None:
         self._done.set()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for entry in processes_with_tag(self.tag):
-            try:
-                os.kill(int(entry.split(":")[0]), signal.SIGKILL)
-            except OSError:
-                pass
+        kill_run(self.proc, self.tag)
 
 
 def _shm_names(pid: int) -> set[str]:
