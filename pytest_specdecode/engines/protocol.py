@@ -134,6 +134,64 @@ class Round:
 
 
 @dataclass(frozen=True)
+class TimedRequest:
+    """One request of a load round: when it was due and sent, and its latencies, all timed
+    from its scheduled arrival (a request that arrives during an engine step waits for that
+    step to end, as it would on a server)."""
+
+    arrival: float  # scheduled arrival, seconds after the round began
+    sent: float  # when it was submitted, seconds after the round began (lateness: sent - arrival)
+    ttft: float | None  # seconds from the arrival to the first token (None: no token)
+    e2e: float  # seconds from the arrival to the last token
+    itl: tuple[float, ...]  # seconds between successive output chunks (a chunk may hold tokens)
+    output_tokens: int
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> TimedRequest:
+        """From the plain dict a worker sends over its pipe."""
+        return cls(
+            float(data["arrival"]),
+            float(data["sent"]),
+            None if data.get("ttft") is None else float(data["ttft"]),
+            float(data["e2e"]),
+            tuple(float(v) for v in data.get("itl") or ()),
+            int(data["output_tokens"]),
+        )
+
+    @property
+    def tpot(self) -> float | None:
+        """Seconds per output token after the first: (e2e - ttft) / (tokens - 1), as
+        ``vllm bench serve`` defines it; None with fewer than two tokens."""
+        if self.ttft is None or self.output_tokens < 2:
+            return None
+        return (self.e2e - self.ttft) / (self.output_tokens - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arrival": self.arrival, "sent": self.sent, "ttft": self.ttft, "e2e": self.e2e,
+            "itl": list(self.itl), "output_tokens": self.output_tokens,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LoadRound:
+    """One open-loop round on one engine: each prompt sent at its scheduled arrival, one
+    request stream per arrival; requests in schedule order."""
+
+    elapsed: float  # seconds from the round's start to the last token
+    requests: tuple[TimedRequest, ...]
+    other_requests: int = 0  # requests the engine served meanwhile that were not ours
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> LoadRound:
+        return cls(
+            float(data["elapsed"]),
+            tuple(TimedRequest.of(q) for q in data["requests"]),
+            int(data.get("other_requests") or 0),
+        )
+
+
+@dataclass(frozen=True)
 class Counters:
     """vLLM's speculative-decoding counters: cumulative readings, or a before/after delta."""
 
@@ -236,6 +294,14 @@ class EngineBackend(Protocol):
     def sample(
         self, prompts: Sequence[Any], sampling: Mapping[str, Any]
     ) -> list[list[list[int]]]: ...
+
+    def load_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], arrivals: Sequence[float]
+    ) -> LoadRound:
+        """Send ``prompts[i]`` ``arrivals[i]`` seconds after the round begins (ascending), each
+        as a request of its own, and time every one (open loop: arrivals do not wait for
+        earlier requests to finish)."""
+        ...
 
     def counters(self) -> Counters: ...
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .stats import percentile
+
 #: Report-entry fields that are not the result's: how the test judged it, and where it ran.
 OUTCOME_FIELDS = ("passed", "gate_failures", "worker")
 
@@ -138,7 +140,7 @@ class Result:
         values = sorted(v for v in self.request_acceptance or () if v is not None)
         if not values:
             return None
-        return _percentile(values, 10), _percentile(values, 50), _percentile(values, 90)
+        return percentile(values, 10), percentile(values, 50), percentile(values, 90)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -168,14 +170,6 @@ def entry(result: Result, outcome: Outcome | None, *, with_outputs: bool = True)
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
-
-
-def _percentile(ordered: list[float], q: float) -> float:
-    """The ``q``-th percentile of sorted values, interpolated linearly (numpy's default)."""
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _number(value: Any) -> float:

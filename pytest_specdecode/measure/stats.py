@@ -38,6 +38,14 @@ def ratio_interval(ratios: Sequence[float]) -> tuple[float, tuple[float, float]]
     return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
 
 
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of sorted values, interpolated linearly (numpy's default)."""
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 def mean(values: Sequence[float | None]) -> float | None:
     """Mean of the values that are not ``None``; ``None`` when there are none."""
     present = [v for v in values if v is not None]

@@ -1,0 +1,437 @@
+"""Speculation under traffic: open-loop arrival schedules, latency percentiles, goodput under an
+SLO, the TPOT gain per arrival rate with its interval, and the rate at which it stops paying.
+
+Pure functions and frozen dataclasses; :meth:`Bench.load <pytest_specdecode.Bench.load>` runs
+the engines and chains them.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engines.protocol import Counters, LoadRound, TimedRequest
+from ..errors import ConfigError
+from .stats import percentile
+
+#: The percentiles every latency summary gives.
+PERCENTILES = (50, 90, 99)
+#: SLO keys (milliseconds), as ``vllm bench serve --goodput ttft:... tpot:... e2el:...``, by the
+#: :class:`TimedRequest` figure they bound.
+SLO_KEYS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "e2e"}
+#: Resamples of the paired bootstrap behind the TPOT gain's interval.
+BOOTSTRAP = 2000
+#: The most requests one rate may send (a duration at a high rate could ask for millions).
+MAX_REQUESTS = 100_000
+
+
+# -- the arrival schedule ---------------------------------------------------------------------
+def arrival_times(
+    rate: float,
+    *,
+    requests: int | None = None,
+    duration: float | None = None,
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> list[float]:
+    """Seconds after the start at which each request arrives: the first at 0, then gaps drawn
+    from a gamma distribution of mean ``1 / rate`` and shape ``burstiness`` (exponential, a
+    Poisson process, at 1; burstier below 1, more regular above), as ``vllm bench serve``
+    draws them. ``rate`` ``inf`` sends all at once. ``requests`` or ``duration`` (seconds;
+    arrivals within it) bounds the schedule. The same arguments give the same schedule."""
+    if math.isinf(rate):
+        assert requests is not None, "an infinite rate needs a request count"
+        return [0.0] * requests
+    rng = random.Random(f"{seed}:{rate!r}:{burstiness!r}")
+    theta = 1.0 / (rate * burstiness)
+    times = [0.0]
+    while True:
+        if requests is not None and len(times) >= requests:
+            return times
+        following = times[-1] + rng.gammavariate(burstiness, theta)
+        if duration is not None and following > duration:
+            return times
+        times.append(following)
+        if len(times) > MAX_REQUESTS:
+            raise ConfigError(
+                f"load(rates=[{rate:g}], duration={duration:g}): that is more than "
+                f"{MAX_REQUESTS} requests; lower the rate or the duration"
+            )
+
+
+def check_load_args(
+    rates: Any, requests: Any, duration: Any, burstiness: Any, slo: Any
+) -> tuple[list[float], dict[str, float]]:
+    """Validate :meth:`Bench.load`'s schedule arguments before any engine starts; the rates
+    (ascending) and the SLO."""
+
+    def number(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, int | float)
+
+    if isinstance(rates, str | bytes) or not isinstance(rates, Sequence) or not rates:
+        raise ConfigError(
+            f"load(rates=...): expected a list of request rates (requests per second, "
+            f'float("inf") for all at once), got {rates!r:.80}'
+        )
+    for rate in rates:
+        if not number(rate) or math.isnan(rate) or rate <= 0:
+            raise ConfigError(
+                f"load(rates=...): every rate must be a number of requests per second above 0 "
+                f'(float("inf"): all at once), got {rate!r:.40} in {list(rates)!r:.80}'
+            )
+    if len(set(rates)) != len(rates):
+        raise ConfigError(f"load(rates=...): a rate is listed twice in {list(rates)!r:.80}")
+    if (requests is None) == (duration is None):
+        raise ConfigError(
+            "load(): give requests= (how many requests each rate sends) or duration= (seconds "
+            "of arrivals per rate), exactly one of them"
+        )
+    if requests is not None and (not number(requests) or requests != int(requests) or requests < 2):
+        raise ConfigError(
+            f"load(requests=...): expected an integer of at least 2, got {requests!r}"
+        )
+    if duration is not None:
+        if not number(duration) or not math.isfinite(duration) or duration <= 0:
+            raise ConfigError(f"load(duration=...): expected seconds above 0, got {duration!r}")
+        if any(math.isinf(r) for r in rates):
+            raise ConfigError(
+                'load(duration=...): a rate of float("inf") sends every request at once and '
+                "has no duration; give requests= instead"
+            )
+    if not number(burstiness) or not math.isfinite(burstiness) or burstiness <= 0:
+        raise ConfigError(
+            f"load(burstiness=...): expected a number above 0 (1: Poisson arrivals), got "
+            f"{burstiness!r}"
+        )
+    return sorted(float(r) for r in rates), check_slo(slo)
+
+
+def check_slo(slo: Any) -> dict[str, float]:
+    """The SLO as ``{key: milliseconds}``; errors name the bad key or value."""
+    if slo is None:
+        return {}
+    if not isinstance(slo, Mapping) or not slo:
+        raise ConfigError(
+            f'load(slo=...): expected a dict such as {{"ttft_ms": 500, "tpot_ms": 50}}, got '
+            f"{slo!r:.80}"
+        )
+    checked = {}
+    for key, value in slo.items():
+        if key not in SLO_KEYS:
+            raise ConfigError(
+                f"load(slo=...): unknown key {key!r}; known: {', '.join(SLO_KEYS)} (milliseconds)"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ConfigError(f"load(slo=...): {key} must be milliseconds above 0, got {value!r}")
+        checked[key] = float(value)
+    return checked
+
+
+# -- one side of one rate -------------------------------------------------------------------
+def percentiles(values: Sequence[float]) -> dict[int, float] | None:
+    """``{50: p50, 90: p90, 99: p99}`` of ``values`` (None when there are none)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {q: percentile(ordered, q) for q in PERCENTILES}
+
+
+def meets(request: TimedRequest, slo: Mapping[str, float]) -> bool:
+    """Whether ``request`` meets every bound of ``slo`` (milliseconds)."""
+    for key, bound in slo.items():
+        value = getattr(request, SLO_KEYS[key])
+        if value is None or value * 1000.0 > bound:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """One engine at one rate: latency percentiles (seconds), throughput, goodput."""
+
+    requests: int  # requests completed
+    ttft: dict[int, float] | None
+    tpot: dict[int, float] | None
+    itl: dict[int, float] | None
+    e2e: dict[int, float] | None
+    output_tokens_per_second: float
+    goodput: float | None  # requests per second that met the SLO (None: no SLO)
+    seconds: float  # from the first arrival to the last token
+    lateness_p99: float  # the arrival loop's p99 lateness against the schedule, seconds
+
+    @classmethod
+    def of(cls, done: LoadRound, slo: Mapping[str, float]) -> LoadSummary:
+        reqs = done.requests
+        seconds = max(done.elapsed, 1e-9)
+        tokens = sum(q.output_tokens for q in reqs)
+        return cls(
+            requests=len(reqs),
+            ttft=percentiles([q.ttft for q in reqs if q.ttft is not None]),
+            tpot=percentiles([t for q in reqs if (t := q.tpot) is not None]),
+            itl=percentiles([gap for q in reqs for gap in q.itl]),
+            e2e=percentiles([q.e2e for q in reqs]),
+            output_tokens_per_second=tokens / seconds,
+            goodput=sum(meets(q, slo) for q in reqs) / seconds if slo else None,
+            seconds=done.elapsed,
+            lateness_p99=percentile(sorted(max(0.0, q.sent - q.arrival) for q in reqs), 99)
+            if reqs
+            else 0.0,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        def form(p: dict[int, float] | None) -> dict[str, float] | None:
+            return None if p is None else {str(q): v for q, v in p.items()}
+
+        return {
+            "requests": self.requests, "ttft": form(self.ttft), "tpot": form(self.tpot),
+            "itl": form(self.itl), "e2e": form(self.e2e),
+            "output_tokens_per_second": self.output_tokens_per_second,
+            "goodput": self.goodput, "seconds": self.seconds, "lateness_p99": self.lateness_p99,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadSummary:
+        def form(p: Any) -> dict[int, float] | None:
+            return None if p is None else {int(q): float(v) for q, v in p.items()}
+
+        return cls(
+            int(data["requests"]), form(data.get("ttft")), form(data.get("tpot")),
+            form(data.get("itl")), form(data.get("e2e")),
+            float(data["output_tokens_per_second"]),
+            None if data.get("goodput") is None else float(data["goodput"]),
+            float(data.get("seconds") or 0.0), float(data.get("lateness_p99") or 0.0),
+        )  # fmt: skip
+
+
+# -- one rate: both sides -------------------------------------------------------------------
+def tpot_gain(
+    baseline: Sequence[TimedRequest], speculative: Sequence[TimedRequest], seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """Baseline p50 TPOT / speculative p50 TPOT and its 95% interval: a paired bootstrap over
+    the requests (request i had the same prompt and arrival time on both engines, so the pairs
+    are resampled together); ``nan`` where fewer than two pairs have a TPOT."""
+    pairs = [
+        (b.tpot, s.tpot)
+        for b, s in zip(baseline, speculative, strict=False)
+        if b.tpot is not None and s.tpot is not None and s.tpot > 0
+    ]
+    if len(pairs) < 2:
+        return math.nan, (math.nan, math.nan)
+
+    def gain(sample: Sequence[tuple[float, float]]) -> float:
+        return statistics.median(b for b, _ in sample) / statistics.median(s for _, s in sample)
+
+    rng = random.Random(seed)
+    n = len(pairs)
+    gains = sorted(gain([pairs[rng.randrange(n)] for _ in range(n)]) for _ in range(BOOTSTRAP))
+    return gain(pairs), (percentile(gains, 2.5), percentile(gains, 97.5))
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """Both engines at one arrival rate (the same requests at the same arrival times)."""
+
+    rate: float  # requests per second (inf: all at once)
+    baseline: LoadSummary
+    speculative: LoadSummary
+    tpot_speedup: float  # baseline p50 TPOT / speculative p50 TPOT
+    tpot_speedup_ci: tuple[float, float]  # 95%, paired bootstrap over requests
+    acceptance_rate: float  # accepted / draft tokens over this rate's requests
+    mean_acceptance_length: float  # 1 + accepted / drafts
+    first: str = "baseline"  # which engine ran this rate first (counterbalanced)
+
+    @property
+    def pays(self) -> bool:
+        """Whether speculation lowers p50 TPOT here: the gain's interval lies above 1.0."""
+        return self.tpot_speedup_ci[0] > 1.0
+
+    @property
+    def goodput_ratio(self) -> float | None:
+        """Speculative goodput / baseline goodput (None without an SLO; inf when only the
+        speculative engine met it)."""
+        b, s = self.baseline.goodput, self.speculative.goodput
+        if b is None or s is None:
+            return None
+        if b == 0:
+            return math.inf if s > 0 else 1.0
+        return s / b
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rate": _json_rate(self.rate), "baseline": self.baseline.to_dict(),
+            "speculative": self.speculative.to_dict(),
+            "tpot_speedup": _finite(self.tpot_speedup),
+            "tpot_speedup_ci": [_finite(v) for v in self.tpot_speedup_ci],
+            "goodput_ratio": _finite(self.goodput_ratio), "pays": self.pays,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_acceptance_length": self.mean_acceptance_length, "first": self.first,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadPoint:
+        low, high = data.get("tpot_speedup_ci") or (None, None)
+        return cls(
+            _rate(data["rate"]), LoadSummary.from_dict(data["baseline"]),
+            LoadSummary.from_dict(data["speculative"]), _number(data.get("tpot_speedup")),
+            (_number(low), _number(high)), float(data.get("acceptance_rate") or 0.0),
+            float(data.get("mean_acceptance_length") or 1.0), str(data.get("first") or "baseline"),
+        )  # fmt: skip
+
+
+def build_point(
+    rate: float,
+    baseline: LoadRound,
+    speculative: LoadRound,
+    counters: Counters,
+    slo: Mapping[str, float],
+    *,
+    first: str = "baseline",
+    seed: int = 0,
+) -> LoadPoint:
+    """One rate's figures from its two rounds and the speculative engine's counter delta."""
+    gain, ci = tpot_gain(baseline.requests, speculative.requests, seed)
+    return LoadPoint(
+        rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain, ci,
+        counters.acceptance_rate, counters.mean_acceptance_length, first,
+    )  # fmt: skip
+
+
+# -- the whole load test --------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadResult:
+    """What :meth:`Bench.load` measured: one :class:`LoadPoint` per rate, ascending."""
+
+    nodeid: str
+    label: str
+    target: str
+    method: str
+    num_speculative_tokens: int
+    max_tokens: int
+    burstiness: float
+    seed: int
+    slo: dict[str, float]
+    points: tuple[LoadPoint, ...]
+    speculative_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
+
+    @property
+    def rates(self) -> list[float]:
+        return [p.rate for p in self.points]
+
+    def at(self, rate: float) -> LoadPoint:
+        """The point measured at ``rate`` (a :class:`ConfigError` naming the measured ones
+        otherwise)."""
+        for point in self.points:
+            if point.rate == rate:
+                return point
+        measured = ", ".join(f"{r:g}" for r in self.rates)
+        raise ConfigError(f"{self.key}: no load point at rate {rate:g}; measured: {measured}")
+
+    @property
+    def crossover_rate(self) -> float | None:
+        """The lowest measured rate at which speculation no longer lowers p50 TPOT (the gain's
+        95% interval reaches down to 1.0 or below); None when it still pays at the highest."""
+        for point in self.points:
+            if not point.pays:
+                return point.rate
+        return None
+
+    @property
+    def pays_up_to(self) -> float | None:
+        """The highest measured rate below the crossover at which speculation pays (None
+        when it pays at none)."""
+        paying = None
+        for point in self.points:
+            if not point.pays:
+                break
+            paying = point.rate
+        return paying
+
+    def summary(self) -> str:
+        """One line per rate and the crossover, for a terminal."""
+        lines = [f"{self.key}: {self.method} k={self.num_speculative_tokens} under load"]
+        for p in self.points:
+            b, s = p.baseline.tpot, p.speculative.tpot
+            low, high = p.tpot_speedup_ci
+            lines.append(
+                f"  {_rate_text(p.rate)}: p50 TPOT {_ms(b, 50)} -> {_ms(s, 50)} "
+                f"(gain {p.tpot_speedup:.2f}x, 95% CI {low:.2f}x-{high:.2f}x), p99 TPOT "
+                f"{_ms(b, 99)} -> {_ms(s, 99)}"
+            )
+        lines.append("  " + self.traffic_line())
+        return "\n".join(lines)
+
+    def traffic_line(self) -> str:
+        """Where speculation stops paying, in words."""
+        top, cross = self.pays_up_to, self.crossover_rate
+        if cross is None:
+            return (
+                f"speculation pays up to {_rate_text(top)} (the highest rate measured; "
+                "add higher rates to find where it stops)"
+            )
+        if top is None:
+            return (
+                "speculation does not lower p50 TPOT at any rate measured (from "
+                f"{_rate_text(cross)})"
+            )
+        return f"speculation pays up to {_rate_text(top)}, not at {_rate_text(cross)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "load", "nodeid": self.nodeid, "label": self.label, "key": self.key,
+            "target": self.target, "method": self.method,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "speculative_config": self.speculative_config, "max_tokens": self.max_tokens,
+            "burstiness": self.burstiness, "seed": self.seed, "slo": dict(self.slo),
+            "points": [p.to_dict() for p in self.points],
+            "crossover_rate": _json_rate(self.crossover_rate),
+            "pays_up_to": _json_rate(self.pays_up_to),
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadResult:
+        return cls(
+            str(data["nodeid"]), str(data.get("label") or ""), str(data.get("target") or ""),
+            str(data.get("method") or ""), int(data.get("num_speculative_tokens") or 0),
+            int(data["max_tokens"]), float(data.get("burstiness") or 1.0),
+            int(data.get("seed") or 0), {k: float(v) for k, v in (data.get("slo") or {}).items()},
+            tuple(LoadPoint.from_dict(p) for p in data["points"]),
+            dict(data.get("speculative_config") or {}),
+        )  # fmt: skip
+
+
+# -- forms -------------------------------------------------------------------------------------
+def _json_rate(rate: float | None) -> float | str | None:
+    """JSON has no infinity: an all-at-once rate is written ``"inf"``."""
+    if rate is None:
+        return None
+    return "inf" if math.isinf(rate) else rate
+
+
+def _rate(value: Any) -> float:
+    return math.inf if value == "inf" else float(value)
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _rate_text(rate: float | None) -> str:
+    if rate is None:
+        return "no rate"
+    return "all at once" if math.isinf(rate) else f"{rate:g} req/s"
+
+
+def _ms(p: dict[int, float] | None, q: int) -> str:
+    return "-" if p is None else f"{p[q] * 1000:.1f} ms"
