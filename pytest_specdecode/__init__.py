@@ -8,7 +8,15 @@ from __future__ import annotations
 from .engines.config import EngineConfig
 from .engines.local import Engine
 from .engines.pool import EnginePool
-from .engines.protocol import Counters, EngineBackend, EngineSource, RequestFigures, Round
+from .engines.protocol import (
+    Counters,
+    EngineBackend,
+    EngineSource,
+    LoadRound,
+    RequestFigures,
+    Round,
+    TimedRequest,
+)
 from .errors import (
     ConfigError,
     EngineCrashedError,
@@ -24,12 +32,15 @@ from .measure.assertions import (
     assert_acceptance_length,
     assert_acceptance_rate,
     assert_extra_memory,
+    assert_goodput,
+    assert_latency_gain,
     assert_outputs_equivalent,
     assert_speedup,
 )
 from .measure.bench import Bench
 from .measure.choice import Candidate, Ranking
 from .measure.equivalence import DistributionCheck
+from .measure.load import LoadPoint, LoadResult, LoadSummary
 from .measure.result import EngineFigures, Result
 from .measure.sweep import Sweep
 
@@ -54,6 +65,10 @@ __all__ = [
     "EngineTimeoutError",
     "GateError",
     "InconclusiveError",
+    "LoadPoint",
+    "LoadResult",
+    "LoadRound",
+    "LoadSummary",
     "NoSpeculationError",
     "Ranking",
     "RequestFigures",
@@ -61,9 +76,12 @@ __all__ = [
     "Round",
     "SpecDecodeError",
     "Sweep",
+    "TimedRequest",
     "assert_acceptance_length",
     "assert_acceptance_rate",
     "assert_extra_memory",
+    "assert_goodput",
+    "assert_latency_gain",
     "assert_outputs_equivalent",
     "assert_speedup",
 ]

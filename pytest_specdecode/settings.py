@@ -321,6 +321,9 @@ MARKER_THRESHOLDS: dict[str, tuple[float, float | None]] = {
     "min_acceptance_length": (1.0, None),
     "min_match_rate": (0.0, 1.0),
     "max_extra_memory_gib": (0.0, None),
+    "min_latency_gain": (0.0, None),
+    "min_goodput_ratio": (0.0, None),
+    "at_rate": (0.0, None),
 }
 
 #: Every marker keyword and what it means: the one list the marker's validation, its
@@ -343,6 +346,12 @@ MARKER_KEYWORD_HELP: dict[str, str] = {
     "(as assert_outputs_equivalent)",
     "max_extra_memory_gib": "every result's extra memory at most this many GiB (as "
     "assert_extra_memory)",
+    "min_latency_gain": "every load's p50 TPOT gain at at_rate at least this (as "
+    "assert_latency_gain)",
+    "min_goodput_ratio": "every load's speculative/baseline goodput at at_rate at least this (as "
+    "assert_goodput; needs load(slo=...))",
+    "at_rate": "the rate (requests per second) the load gates check; default: the lowest rate "
+    "each load measured",
 }
 MARKER_KEYWORDS = tuple(MARKER_KEYWORD_HELP)
 
@@ -350,13 +359,15 @@ MARKER_KEYWORDS = tuple(MARKER_KEYWORD_HELP)
 def parse_threshold(name: str, value: Any, source: str) -> float:
     """Validate one gate threshold (a number in its allowed range)."""
     low, high = MARKER_THRESHOLDS[name]
+    if name == "at_rate" and value == math.inf:  # all at once
+        return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{source}: {name} must be a number, got {value!r}")
     if value < low or (high is not None and value > high):
         allowed = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
         raise ConfigError(f"{source}: {name} must be {allowed}, got {value!r}")
-    if name == "min_speedup" and value == 0:
-        raise ConfigError(f"{source}: min_speedup must be greater than 0, got {value!r}")
+    if name in ("min_speedup", "min_latency_gain", "at_rate") and value == 0:
+        raise ConfigError(f"{source}: {name} must be greater than 0, got {value!r}")
     return float(value)
 
 

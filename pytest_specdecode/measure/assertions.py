@@ -1,4 +1,5 @@
-"""Gates on a :class:`~pytest_specdecode.measure.result.Result`; failures explain the figures."""
+"""Gates on a :class:`~pytest_specdecode.measure.result.Result` and on a
+:class:`~pytest_specdecode.measure.load.LoadResult`; failures explain the figures."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 
 from ..errors import ConfigError, GateError, InconclusiveError
 from .equivalence import DistributionCheck
+from .load import LoadPoint, LoadResult, rate_text
 from .result import Result
 
 
@@ -151,6 +153,82 @@ def assert_extra_memory(result: Result, max: float) -> None:  # noqa: A002
         )
 
 
+def _load_point(result: LoadResult, at_rate: float | None, call: str) -> LoadPoint:
+    """The point a load gate checks: the one at ``at_rate``, else the lowest rate measured."""
+    if not isinstance(result, LoadResult):
+        raise ConfigError(
+            f"{call}: expected the LoadResult that specdecode.load(...) returns, got "
+            f"{type(result).__name__}"
+        )
+    if at_rate is None:
+        return result.points[0]
+    if isinstance(at_rate, bool) or not isinstance(at_rate, int | float):
+        raise ConfigError(f"{call}: at_rate must be a rate in requests per second, got {at_rate!r}")
+    try:
+        return result.at(float(at_rate))
+    except ConfigError as exc:
+        raise ConfigError(f"{call}: {exc}") from None
+
+
+def _load_where(result: LoadResult, point: LoadPoint) -> str:
+    return (
+        f"{result.key}: {result.method} k={result.num_speculative_tokens} at "
+        f"{rate_text(point.rate)} ({point.baseline.requests} requests per engine)"
+    )
+
+
+def _ms(p: dict[int, float] | None, q: int) -> str:
+    return "-" if p is None else f"{p[q] * 1000:.1f} ms"
+
+
+def assert_latency_gain(
+    result: LoadResult,
+    at_rate: float | None = None,
+    min: float = 1.0,  # noqa: A002 - public name
+) -> None:
+    """Fail unless speculation lowers p50 TPOT by at least ``min`` at ``at_rate`` (requests per
+    second, a rate the load measured; default: the lowest): baseline p50 TPOT / speculative
+    p50 TPOT >= ``min``."""
+    threshold = _check_min("assert_latency_gain(min=...)", min)
+    point = _load_point(result, at_rate, "assert_latency_gain(at_rate=...)")
+    gain = point.tpot_speedup
+    if not gain >= threshold:  # nan (no TPOT measured) fails too
+        low, high = point.tpot_speedup_ci
+        b, s = point.baseline, point.speculative
+        raise GateError(
+            f"{_load_where(result, point)}: p50 TPOT gain {gain:.2f}x is below the minimum "
+            f"{threshold:.2f}x (95% CI {low:.2f}x-{high:.2f}x; p50 TPOT baseline "
+            f"{_ms(b.tpot, 50)}, speculative {_ms(s.tpot, 50)}; p99 TPOT {_ms(b.tpot, 99)} vs "
+            f"{_ms(s.tpot, 99)}; acceptance rate {point.acceptance_rate:.2f}; "
+            f"{result.traffic_line()})"
+        )
+
+
+def assert_goodput(
+    result: LoadResult, at_rate: float | None = None, min_ratio: float = 1.0
+) -> None:
+    """Fail unless the speculative engine's goodput (requests per second meeting the load's
+    SLO) is at least ``min_ratio`` times the baseline's at ``at_rate`` (default: the lowest
+    rate measured). Needs ``load(..., slo={...})``."""
+    threshold = _check_min("assert_goodput(min_ratio=...)", min_ratio)
+    point = _load_point(result, at_rate, "assert_goodput(at_rate=...)")
+    ratio = point.goodput_ratio
+    if ratio is None:
+        raise ConfigError(
+            f"{result.key}: assert_goodput needs an SLO; measure with "
+            'specdecode.load(..., slo={"ttft_ms": 500, "tpot_ms": 50})'
+        )
+    if ratio < threshold:
+        b, s = point.baseline, point.speculative
+        bounds = ", ".join(f"{k} {v:g}" for k, v in result.slo.items())
+        raise GateError(
+            f"{_load_where(result, point)}: goodput ratio {ratio:.2f} is below the minimum "
+            f"{threshold:.2f} (goodput under the SLO {bounds}: baseline {b.goodput:.3f} req/s, "
+            f"speculative {s.goodput:.3f} req/s; p99 TTFT {_ms(b.ttft, 99)} vs "
+            f"{_ms(s.ttft, 99)}, p99 TPOT {_ms(b.tpot, 99)} vs {_ms(s.tpot, 99)})"
+        )
+
+
 #: Marker keyword → the assertion it runs.
 GATES: dict[str, Callable[[Result, float], None]] = {
     "min_speedup": assert_speedup,
@@ -165,8 +243,31 @@ def check_gates(result: Result, gates: dict[str, float]) -> list[str]:
     """Run every gate in ``gates`` on ``result``; returns the failure messages."""
     failures = []
     for name, threshold in gates.items():
+        if name not in GATES:  # a load gate, or its rate
+            continue
         try:
             GATES[name](result, threshold)
         except GateError as exc:
             failures.append(str(exc))
+    return failures
+
+
+#: Marker keyword → the load assertion it runs (at the marker's ``at_rate``).
+LOAD_GATES: dict[str, Callable[[LoadResult, float | None, float], None]] = {
+    "min_latency_gain": assert_latency_gain,
+    "min_goodput_ratio": assert_goodput,
+}
+
+
+def check_load_gates(result: LoadResult, gates: dict[str, float]) -> list[str]:
+    """Run every load gate in ``gates`` on ``result`` at ``gates["at_rate"]`` (default: the
+    lowest rate measured); returns the failure messages."""
+    failures = []
+    at_rate = gates.get("at_rate")
+    for name, threshold in gates.items():
+        if name in LOAD_GATES:
+            try:
+                LOAD_GATES[name](result, at_rate, threshold)
+            except GateError as exc:
+                failures.append(str(exc))
     return failures

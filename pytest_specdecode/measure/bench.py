@@ -33,6 +33,8 @@ from .equivalence import (
 )
 from .figures import build_result, with_notes, with_theory, with_verdict
 from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
+from .load import LoadResult, arrival_times, build_point, check_load_args, rate_text
+from .load_rounds import run_load
 from .paired import PairedRounds, adaptive_stop, run_paired
 from .result import Result
 from .sequential import Reference, decide
@@ -132,7 +134,8 @@ class Bench:
     interpreter) shuts them down. ``source`` brings engines of one's own (the plugin's pool,
     a test fake); ``gates`` (the marker's thresholds) are what adaptive trials decide against;
     ``reference`` gives a label's stored speedup and its relative tolerance (the run then
-    goes on until the regression rule decides); ``on_result`` sees every result made.
+    goes on until the regression rule decides); ``on_result`` sees every result made,
+    ``on_load`` every :class:`~pytest_specdecode.measure.load.LoadResult`.
     """
 
     def __init__(
@@ -147,6 +150,7 @@ class Bench:
         gates: Mapping[str, float] | None = None,
         reference: Callable[[str], tuple[Reference, float] | None] | None = None,
         on_result: Callable[[Result], None] | None = None,
+        on_load: Callable[[LoadResult], None] | None = None,
         progress: Progress | None = _stderr,
         **settings: Any,
     ) -> None:
@@ -165,9 +169,12 @@ class Bench:
         self.gates = dict(gates or {})
         self._reference = reference
         self._on_result = on_result
+        self._on_load = on_load
         self.progress: Progress = progress or (lambda _: None)
         self._source, self._owns_source = source, source is None
         self.results: list[Result] = []
+        #: what :meth:`load` measured
+        self.loads: list[LoadResult] = []
         self.engine_info: dict[str, Any] = {}
         #: wall time this Bench spent on warm-up, rounds, the cost ratio and sampling
         self.time = TimeSpent()
@@ -444,6 +451,107 @@ class Bench:
                 "ours during the measurement; figures may be skewed"
             )
         return result
+
+    # -- traffic ----------------------------------------------------------------------------
+    def load(
+        self,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        rates: Sequence[float],
+        requests: int | None = None,
+        duration: float | None = None,
+        burstiness: float = 1.0,
+        slo: Mapping[str, float] | None = None,
+        seed: int = 0,
+        temperature: float = 0.0,
+        label: str | None = None,
+        **sampling: Any,
+    ) -> LoadResult:
+        """Send the same requests at the same arrival times to both engines, at each of
+        ``rates`` (requests per second; ``float("inf")``: all at once), and measure TTFT, TPOT,
+        ITL and end-to-end latency per request.
+
+        Arrivals follow one seeded schedule per rate: exponential gaps (a Poisson process) at
+        ``burstiness`` 1, gamma gaps of shape ``burstiness`` otherwise, as ``vllm bench serve``
+        draws them; request i carries ``prompts[i % len(prompts)]``. ``requests`` (per rate) or
+        ``duration`` (seconds of arrivals per rate) bounds each rate. ``slo`` (milliseconds:
+        ``ttft_ms``, ``tpot_ms``, ``e2e_ms``) turns on goodput, the requests per second that
+        meet every bound. Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, "load")
+        check_run_args(max_tokens, temperature, None)
+        rate_list, checked_slo = check_load_args(rates, requests, duration, burstiness, slo)
+        label = self._claim_load_label(label)
+        params: dict[str, Any] = {
+            "temperature": float(temperature), "max_tokens": max_tokens,
+            "ignore_eos": True, "seed": seed, **sampling,
+        }  # fmt: skip
+        if not self.served:
+            check_lengths(prompts, max_tokens, self.baseline, self.name)
+        schedules = {
+            rate: arrival_times(
+                rate, requests=requests, duration=duration, burstiness=burstiness, seed=seed
+            )
+            for rate in rate_list
+        }
+        self._say(
+            f"load at {len(rate_list)} rate{'s' if len(rate_list) != 1 else ''} "
+            f"({', '.join(rate_text(r) for r in rate_list)}), "
+            f"{', '.join(str(len(schedules[r])) for r in rate_list)} requests"
+        )
+        with self._spending("load_seconds"):
+            raw = run_load(
+                self.source, self.baseline, self.speculative, prompts, params, schedules,
+                timeout=self._timeout, progress=self._say,
+            )  # fmt: skip
+        if not self.engine_info:
+            self.engine_info.update(raw.engine_info)
+        if raw.other_requests:
+            self._say(
+                f"WARNING: the servers answered {raw.other_requests} requests that were not "
+                "ours during the load rounds; latencies may be skewed"
+            )
+        spec = self.speculative
+        result = LoadResult(
+            nodeid=self.name, label=label, target=spec.target, method=spec.method,
+            num_speculative_tokens=int(
+                raw.engine_info.get("num_speculative_tokens") or spec.num_speculative_tokens
+            ),
+            max_tokens=max_tokens, burstiness=float(burstiness), seed=seed, slo=checked_slo,
+            points=tuple(
+                build_point(r.rate, r.baseline, r.speculative, r.counters, checked_slo,
+                            first=r.first, seed=seed)
+                for r in raw.rates
+            ),
+            speculative_config=dict(spec.speculative_config or {}),
+        )  # fmt: skip
+        self.loads.append(result)
+        self._say(result.traffic_line())
+        if self._on_load is not None:
+            self._on_load(result)
+        return result
+
+    def _claim_load_label(self, label: str | None) -> str:
+        """The key suffix of the next load result (as :meth:`_claim_label` for runs)."""
+        __tracebackhide__ = True
+        taken = {r.label for r in self.loads}
+        if label is None:
+            if not self.loads:
+                return ""
+            n = len(self.loads) + 1
+            while f"#{n}" in taken:
+                n += 1
+            return f"#{n}"
+        if not isinstance(label, str):
+            raise ConfigError(f"load(label=...): expected a string, got {label!r:.80}")
+        if label in taken:
+            raise ConfigError(
+                f"{self.name}: load(label={label!r}): this test already measured a load under "
+                "that label; give each load() of a test a distinct label"
+            )
+        return label
 
     # -- sweeps and distributions -----------------------------------------------------------
     def sweep(

@@ -361,7 +361,7 @@ class LoadResult:
             b, s = p.baseline.tpot, p.speculative.tpot
             low, high = p.tpot_speedup_ci
             lines.append(
-                f"  {_rate_text(p.rate)}: p50 TPOT {_ms(b, 50)} -> {_ms(s, 50)} "
+                f"  {rate_text(p.rate)}: p50 TPOT {_ms(b, 50)} -> {_ms(s, 50)} "
                 f"(gain {p.tpot_speedup:.2f}x, 95% CI {low:.2f}x-{high:.2f}x), p99 TPOT "
                 f"{_ms(b, 99)} -> {_ms(s, 99)}"
             )
@@ -373,15 +373,15 @@ class LoadResult:
         top, cross = self.pays_up_to, self.crossover_rate
         if cross is None:
             return (
-                f"speculation pays up to {_rate_text(top)} (the highest rate measured; "
+                f"speculation pays up to {rate_text(top)} (the highest rate measured; "
                 "add higher rates to find where it stops)"
             )
         if top is None:
             return (
                 "speculation does not lower p50 TPOT at any rate measured (from "
-                f"{_rate_text(cross)})"
+                f"{rate_text(cross)})"
             )
-        return f"speculation pays up to {_rate_text(top)}, not at {_rate_text(cross)}"
+        return f"speculation pays up to {rate_text(top)}, not at {rate_text(cross)}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -427,7 +427,8 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _rate_text(rate: float | None) -> str:
+def rate_text(rate: float | None) -> str:
+    """A rate in words: ``2 req/s``, ``all at once``."""
     if rate is None:
         return "no rate"
     return "all at once" if math.isinf(rate) else f"{rate:g} req/s"

@@ -1,5 +1,6 @@
 """Where a session's wall time goes: engine starts and shutdowns, warm-up, measured rounds,
-the cost-ratio timing and distribution sampling (the rest is "other": pytest, the reports)."""
+the cost-ratio timing, distribution sampling and load rounds (the rest is "other": pytest, the
+reports)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class TimeSpent:
     round_seconds: float = 0.0  # the measured paired rounds
     cost_ratio_seconds: float = 0.0  # timing the draft model alone (its start not included)
     sampling_seconds: float = 0.0  # sample_equivalence
+    load_seconds: float = 0.0  # load(): its warm-up and open-loop rounds
 
     def __add__(self, other: TimeSpent) -> TimeSpent:
         return TimeSpent(**{
@@ -35,6 +37,7 @@ class TimeSpent:
             + self.round_seconds
             + self.cost_ratio_seconds
             + self.sampling_seconds
+            + self.load_seconds
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..measure.bench import BENCH_SETTINGS, Bench
 from ..measure.choice import Ranking
 from ..measure.equivalence import DistributionCheck
+from ..measure.load import LoadResult
 from ..measure.result import Result
 from ..measure.sweep import Sweep
 from .marker import MARKER, TestSpec
@@ -35,8 +36,8 @@ VLLM_MISSING = (
 
 class SpecDecode:
     """The ``specdecode`` fixture: a :class:`Bench` on the test's engines whose results the
-    session collects. ``run``, ``sweep``, ``choose_draft`` and ``sample_equivalence`` are the
-    Bench's."""
+    session collects. ``run``, ``sweep``, ``choose_draft``, ``sample_equivalence`` and ``load``
+    are the Bench's."""
 
     def __init__(
         self, session: SpecDecodeSession, spec: TestSpec, node: pytest.Item | None = None
@@ -105,6 +106,15 @@ class SpecDecode:
         check = self.bench.sample_equivalence(prompts, **kwargs)
         self._session.distribution_checks.append(check)
         return check
+
+    def load(self, prompts: Sequence[Any], **kwargs: Any) -> LoadResult:
+        """:meth:`Bench.load <pytest_specdecode.measure.bench.Bench.load>` on the test's
+        engines; the summary, the reports and the marker's load gates (``min_latency_gain``,
+        ``min_goodput_ratio`` at ``at_rate``) see its result."""
+        __tracebackhide__ = True
+        result = self.bench.load(prompts, **kwargs)
+        self._session.loads.append(result)
+        return result
 
     def engine(self, which: str) -> EngineBackend:
         """The resident ``"baseline"`` or ``"speculative"`` engine (started if needed)."""

@@ -9,7 +9,7 @@ import pytest
 
 from ..baselines.compare import Matching, result_key
 from ..errors import ConfigError, GateError, InconclusiveError
-from ..measure.assertions import check_gates
+from ..measure.assertions import check_gates, check_load_gates
 from ..settings import SETTINGS, load_global
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
@@ -198,6 +198,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             for result in state.results_for(nodeid):
                 for message in check_gates(result, spec.gates):
                     state.gate_failed(nodeid, GateError(message, result.key))
+                    failures.append(message)
+            for load in state.loads_for(nodeid):
+                for message in check_load_gates(load, spec.gates):
+                    state.gate_failed(nodeid, GateError(message))
                     failures.append(message)
         except InconclusiveError as exc:
             pytest.skip(f"inconclusive: {exc}")

@@ -27,6 +27,7 @@ from ..baselines.environment import collect
 from ..engines.protocol import EngineSource
 from ..engines.schedule import Need
 from ..errors import ConfigError, GateError
+from ..measure.load import LoadResult
 from ..measure.result import Outcome, Result, entry
 from ..measure.sequential import Reference
 from ..measure.timing import TimeSpent
@@ -60,6 +61,8 @@ class SpecDecodeSession:
     rankings: list[Any] = field(default_factory=list)
     #: distribution checks made with ``specdecode.sample_equivalence``
     distribution_checks: list[Any] = field(default_factory=list)
+    #: load results made with ``specdecode.load``
+    loads: list[LoadResult] = field(default_factory=list)
     #: how each test judged its results, by result key (node id, label)
     outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)
     #: gate failures of the running tests, by result key (None: the test as a whole)
@@ -77,7 +80,7 @@ class SpecDecodeSession:
     #: time spent by each pytest-xdist worker, and how its engines started (controller only)
     remote_time: list[TimeSpent] = field(default_factory=list)
     remote_start_notes: list[str] = field(default_factory=list)
-    #: sweeps, rankings and distribution checks received from pytest-xdist workers, as
+    #: sweeps, rankings, distribution checks and loads received from pytest-xdist workers, as
     #: their ``to_dict()``, by report key (:data:`PRODUCTS`; controller only)
     remote_products: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
@@ -183,6 +186,9 @@ class SpecDecodeSession:
 
     def results_for(self, nodeid: str) -> list[Result]:
         return [r for r in self.results if r.nodeid == nodeid]
+
+    def loads_for(self, nodeid: str) -> list[LoadResult]:
+        return [r for r in self.loads if r.nodeid == nodeid]
 
     def add(self, result: Result, engine_info: dict[str, Any]) -> None:
         """Take a result a test made (and its engines' facts, first come)."""
@@ -375,12 +381,13 @@ class SpecDecodeSession:
             "results": self.result_dicts(with_outputs=False),
             "sweeps": self.products("sweeps"),
             "rankings": self.products("rankings"),
+            "loads": self.products("loads"),
         })  # fmt: skip
 
 
 #: What tests make besides results, by report key (each a ``SpecDecodeSession`` list of
 #: objects with ``nodeid`` and ``to_dict()``).
-PRODUCTS = ("sweeps", "rankings", "distribution_checks")
+PRODUCTS = ("sweeps", "rankings", "distribution_checks", "loads")
 
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:

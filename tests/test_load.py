@@ -1,0 +1,212 @@
+"""The load figures (measure/load.py) and their gates, from hand-made rounds."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+
+from pytest_specdecode import (
+    ConfigError,
+    Counters,
+    GateError,
+    LoadResult,
+    LoadRound,
+    TimedRequest,
+    assert_goodput,
+    assert_latency_gain,
+)
+from pytest_specdecode.measure.assertions import check_load_gates
+from pytest_specdecode.measure.load import (
+    LoadSummary,
+    arrival_times,
+    build_point,
+    check_load_args,
+    percentiles,
+    tpot_gain,
+)
+
+SLO = {"ttft_ms": 500.0, "tpot_ms": 30.0}
+
+
+def request(arrival: float, ttft: float, tpot: float, tokens: int = 33, late: float = 0.0):
+    return TimedRequest(
+        arrival, arrival + late, ttft, ttft + tpot * (tokens - 1), (tpot,) * (tokens - 1), tokens
+    )
+
+
+def round_of(tpots: list[float], ttft: float = 0.1, elapsed: float = 10.0) -> LoadRound:
+    return LoadRound(elapsed, tuple(request(i * 0.5, ttft, t) for i, t in enumerate(tpots)))
+
+
+def counters() -> Counters:
+    return Counters(10, 40, 30, (10, 8, 7, 5))
+
+
+def load_result(points) -> LoadResult:
+    return LoadResult(
+        "t.py::test_load", "", "target", "draft_model", 4, 33, 1.0, 0, dict(SLO), tuple(points)
+    )
+
+
+# -- schedules ---------------------------------------------------------------------------
+def test_a_schedule_is_seeded_starts_at_zero_and_ascends() -> None:
+    a = arrival_times(4.0, requests=50, seed=3)
+    assert a == arrival_times(4.0, requests=50, seed=3)
+    assert a != arrival_times(4.0, requests=50, seed=4)
+    assert a[0] == 0.0 and len(a) == 50
+    assert all(x < y for x, y in zip(a, a[1:], strict=False))
+
+
+def test_poisson_gaps_have_the_rate_s_mean_and_burstiness_their_spread() -> None:
+    def gaps(burstiness: float) -> list[float]:
+        a = arrival_times(2.0, requests=20001, burstiness=burstiness, seed=1)
+        return [y - x for x, y in zip(a, a[1:], strict=False)]
+
+    poisson, bursty, regular = gaps(1.0), gaps(0.25), gaps(4.0)
+    for g in (poisson, bursty, regular):
+        assert statistics.mean(g) == pytest.approx(0.5, rel=0.05)
+    cv = [statistics.stdev(g) / statistics.mean(g) for g in (poisson, bursty, regular)]
+    assert cv[0] == pytest.approx(1.0, abs=0.05)  # exponential: sd = mean
+    assert cv[1] == pytest.approx(2.0, abs=0.15)  # gamma shape 1/4: cv = 2
+    assert cv[2] == pytest.approx(0.5, abs=0.05)  # gamma shape 4: cv = 1/2
+
+
+def test_all_at_once_and_a_duration() -> None:
+    assert arrival_times(math.inf, requests=3) == [0.0, 0.0, 0.0]
+    a = arrival_times(10.0, duration=5.0)
+    assert max(a) <= 5.0 and 30 < len(a) < 80
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rates": []}, "expected a list of request rates"),
+        ({"rates": 2.0}, "expected a list of request rates"),
+        ({"rates": [0]}, "above 0"),
+        ({"rates": [1, "2"]}, "above 0"),
+        ({"rates": [1, 1]}, "listed twice"),
+        ({"requests": None}, "exactly one of them"),
+        ({"duration": 5.0}, "exactly one of them"),
+        ({"requests": 1}, "at least 2"),
+        ({"requests": None, "duration": 5.0, "rates": [math.inf]}, "give requests= instead"),
+        ({"burstiness": 0}, "burstiness"),
+        ({"slo": {"ttft": 5}}, "unknown key 'ttft'"),
+        ({"slo": {"ttft_ms": -1}}, "milliseconds above 0"),
+    ],
+)
+def test_bad_schedules_are_named(kwargs: dict, message: str) -> None:
+    args = {"rates": [1.0], "requests": 4, "duration": None, "burstiness": 1.0, "slo": None}
+    args.update(kwargs)
+    with pytest.raises(ConfigError, match=message):
+        check_load_args(**args)
+
+
+def test_rates_come_back_ascending() -> None:
+    rates, slo = check_load_args([8, math.inf, 0.5], 4, None, 1.0, {"tpot_ms": 50})
+    assert rates == [0.5, 8.0, math.inf] and slo == {"tpot_ms": 50.0}
+
+
+# -- figures -------------------------------------------------------------------------------
+def test_percentiles_interpolate_as_numpy() -> None:
+    assert percentiles([]) is None
+    assert percentiles(list(range(101))) == {50: 50.0, 90: 90.0, 99: 99.0}
+    assert percentiles([1.0, 2.0]) == {50: 1.5, 90: 1.9, 99: pytest.approx(1.99)}
+
+
+def test_a_summary_counts_goodput_under_the_slo_and_the_loop_s_lateness() -> None:
+    reqs = (
+        request(0.0, 0.1, 0.02),  # meets both
+        request(0.5, 0.6, 0.02, late=0.01),  # TTFT 600 ms > 500
+        request(1.0, 0.1, 0.05, late=0.002),  # TPOT 50 ms > 30
+        request(1.5, 0.1, 0.01),  # meets both
+    )
+    summary = LoadSummary.of(LoadRound(4.0, reqs), SLO)
+    assert summary.requests == 4
+    assert summary.goodput == pytest.approx(2 / 4.0)
+    assert summary.output_tokens_per_second == pytest.approx(4 * 33 / 4.0)
+    assert summary.tpot is not None and summary.tpot[50] == pytest.approx(0.02)
+    assert summary.ttft is not None and summary.ttft[99] > 0.5
+    assert summary.lateness_p99 == pytest.approx(0.01, rel=0.1)
+    assert LoadSummary.of(LoadRound(4.0, reqs), {}).goodput is None
+
+
+def test_the_tpot_gain_is_a_ratio_of_medians_with_a_paired_interval() -> None:
+    base = [request(0, 0.1, 0.020 + 0.001 * i) for i in range(12)]
+    spec = [request(0, 0.1, (0.020 + 0.001 * i) / 2) for i in range(12)]
+    gain, (low, high) = tpot_gain(base, spec)
+    assert gain == pytest.approx(2.0)
+    # perfectly paired: every resample gives the same ratio
+    assert low == pytest.approx(2.0) and high == pytest.approx(2.0)
+    noisy = [request(0, 0.1, t.tpot * (1.3 if i % 2 else 0.8)) for i, t in enumerate(spec)]  # type: ignore[operator]
+    gain, (low, high) = tpot_gain(base, noisy)
+    assert low < gain < high
+    assert math.isnan(tpot_gain(base[:1], spec[:1])[0])
+
+
+def point(rate: float, gain: float, ci: tuple[float, float], **kw):
+    base = round_of([0.02] * 4)
+    spec = round_of([0.02 / gain] * 4)
+    p = build_point(rate, base, spec, counters(), SLO, **kw)
+    from dataclasses import replace
+
+    return replace(p, tpot_speedup_ci=ci)
+
+
+def test_the_crossover_is_the_first_rate_whose_interval_reaches_one() -> None:
+    r = load_result([point(0.5, 2.0, (1.8, 2.2)), point(4, 1.3, (1.1, 1.5)),
+                     point(16, 1.05, (0.97, 1.12)), point(math.inf, 0.9, (0.8, 0.95))])  # fmt: skip
+    assert r.crossover_rate == 16 and r.pays_up_to == 4
+    assert r.traffic_line() == "speculation pays up to 4 req/s, not at 16 req/s"
+    assert load_result([point(0.5, 2.0, (1.8, 2.2))]).crossover_rate is None
+    assert "the highest rate measured" in load_result([point(0.5, 2.0, (1.8, 2.2))]).traffic_line()
+    never = load_result([point(math.inf, 0.9, (0.8, 0.95))])
+    assert never.pays_up_to is None
+    assert never.traffic_line().startswith("speculation does not lower p50 TPOT at any rate")
+
+
+def test_a_load_result_round_trips_through_json_with_an_infinite_rate() -> None:
+    r = load_result([point(0.5, 2.0, (1.8, 2.2)), point(math.inf, 0.9, (0.8, 0.95))])
+    data = json.loads(json.dumps(r.to_dict(), allow_nan=False))
+    assert data["points"][1]["rate"] == "inf" and data["crossover_rate"] == "inf"
+    assert data["points"][0]["baseline"]["tpot"]["50"] == pytest.approx(0.02)
+    assert LoadResult.from_dict(data) == r
+
+
+# -- gates ---------------------------------------------------------------------------------
+def test_latency_gain_gate() -> None:
+    r = load_result([point(0.5, 2.0, (1.8, 2.2)), point(8, 1.1, (0.9, 1.3))])
+    assert_latency_gain(r, min=1.5)  # the lowest rate by default
+    assert_latency_gain(r, at_rate=0.5, min=1.9)
+    with pytest.raises(
+        GateError, match=r"at 8 req/s .*p50 TPOT gain 1\.10x is below the minimum 1\.20x"
+    ):
+        assert_latency_gain(r, at_rate=8, min=1.2)
+    with pytest.raises(ConfigError, match="no load point at rate 2; measured: 0.5, 8"):
+        assert_latency_gain(r, at_rate=2, min=1.2)
+    with pytest.raises(ConfigError, match="expected the LoadResult"):
+        assert_latency_gain("nope", min=1.2)  # type: ignore[arg-type]
+
+
+def test_goodput_gate() -> None:
+    slow = LoadRound(10.0, tuple(request(i * 0.5, 0.1, 0.04) for i in range(4)))  # TPOT > 30 ms
+    fast = LoadRound(10.0, tuple(request(i * 0.5, 0.1, 0.01) for i in range(4)))
+    good = load_result([build_point(1.0, slow, fast, counters(), SLO)])
+    assert good.points[0].goodput_ratio == math.inf
+    assert_goodput(good, min_ratio=1.0)
+    bad = load_result([build_point(1.0, fast, slow, counters(), SLO)])
+    with pytest.raises(GateError, match=r"goodput ratio 0\.00 is below the minimum 1\.00"):
+        assert_goodput(bad, at_rate=1.0)
+    unbound = build_point(1.0, slow, fast, counters(), {})
+    no_slo = LoadResult("t", "", "x", "ngram", 4, 33, 1.0, 0, {}, (unbound,))
+    with pytest.raises(ConfigError, match="needs an SLO"):
+        assert_goodput(no_slo)
+
+
+def test_marker_gates_check_at_the_marker_s_rate() -> None:
+    r = load_result([point(0.5, 2.0, (1.8, 2.2)), point(8, 1.1, (0.9, 1.3))])
+    assert check_load_gates(r, {"min_latency_gain": 1.5}) == []
+    failures = check_load_gates(r, {"min_latency_gain": 1.5, "at_rate": 8.0, "min_speedup": 9})
+    assert len(failures) == 1 and "at 8 req/s" in failures[0]
