@@ -19,7 +19,7 @@ from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTi
 from .config import EngineConfig
 from .leftovers import remove_openmp_files, wait_gone
 from .memory import group_pids, process_titles
-from .protocol import Counters, Placement, PlainCalls, Round
+from .protocol import Counters, LoadRound, Placement, PlainCalls, Round
 from .worker import exit_cause
 
 
@@ -277,6 +277,17 @@ class Engine(PlainCalls):
         return Round.of(
             self.call(
                 "generate", prompts=list(prompts), sampling=dict(sampling), concurrency=concurrency
+            )
+        )
+
+    def load_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], arrivals: Sequence[float]
+    ) -> LoadRound:
+        """Send each prompt at its arrival and time it inside the worker (its ``load``)."""
+        __tracebackhide__ = True
+        return LoadRound.of(
+            self.call(
+                "load", prompts=list(prompts), sampling=dict(sampling), arrivals=list(arrivals)
             )
         )
 

@@ -173,6 +173,54 @@ class TimedRequest:
         }  # fmt: skip
 
 
+def check_arrivals(arrivals: Sequence[float], n: int) -> None:
+    """A :meth:`EngineBackend.load_round` schedule: one arrival per prompt, ascending from 0
+    or later (a ``ValueError`` otherwise)."""
+    if len(arrivals) != n:
+        raise ValueError(f"load: {n} prompts but {len(arrivals)} arrival times; give one each")
+    if any(not b >= a for a, b in zip([0.0, *arrivals], arrivals, strict=False)):
+        raise ValueError(f"load: arrival times must ascend from 0 or later, got {arrivals!r:.80}")
+
+
+@dataclass
+class Timeline:
+    """One request of a load round while it runs (a backend's notebook, not data that
+    crosses): when it was due and sent, and when each chunk of tokens came, in seconds after
+    the round began."""
+
+    arrival: float
+    sent: float = 0.0
+    first: float | None = None  # the first chunk that carried a token
+    last: float | None = None  # the latest such chunk
+    ended: float | None = None  # when it finished (a request may end without a token)
+    itl: list[float] = field(default_factory=list)
+    tokens: int = 0
+
+    def chunk(self, at: float, tokens: int) -> None:
+        """``tokens`` new tokens came at ``at`` (a chunk without tokens is not one)."""
+        if tokens <= 0:
+            return
+        if self.last is None:
+            self.first = at
+        else:
+            self.itl.append(at - self.last)
+        self.last = at
+        self.tokens += tokens
+
+    @property
+    def end(self) -> float:
+        """The last token (else the end, else the sending)."""
+        return next(t for t in (self.last, self.ended, self.sent) if t is not None)
+
+    def timed(self) -> TimedRequest:
+        """The request's figures: latencies from the scheduled arrival."""
+        first = self.first
+        return TimedRequest(
+            self.arrival, self.sent, None if first is None else first - self.arrival,
+            self.end - self.arrival, tuple(self.itl), self.tokens,
+        )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class LoadRound:
     """One open-loop round on one engine: each prompt sent at its scheduled arrival, one

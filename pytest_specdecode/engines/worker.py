@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
@@ -72,6 +72,17 @@ def _build_sampling(sampling: dict[str, Any], n: int) -> list[Any]:
         if spec is not None:
             kwargs["structured_outputs"] = StructuredOutputsParams(**spec)
         params.append(SamplingParams(**kwargs))
+    return params
+
+
+def _delta_sampling(sampling: dict[str, Any], n: int) -> list[Any]:
+    """:func:`_build_sampling`'s parameters, each asking for only the new tokens at every
+    engine step (``RequestOutputKind.DELTA``), so that each chunk can be timed."""
+    from vllm.sampling_params import RequestOutputKind
+
+    params = _build_sampling(sampling, n)
+    for p in params:
+        p.output_kind = RequestOutputKind.DELTA
     return params
 
 
@@ -142,6 +153,10 @@ class _Engine:
     def __init__(self, llm: Any) -> None:
         self.llm = llm
         self.mode = run_mode(llm)
+        #: the load loop's clock and sleep (a test gives simulated ones)
+        self.clock: Callable[[], float] = time.perf_counter
+        self.sleep: Callable[[float], None] = time.sleep
+        self.loads = 0  # load rounds run (names their requests)
 
     def broken(self) -> bool:
         """Whether a failed call left this in-process engine core unusable: requests still in
@@ -165,6 +180,74 @@ class _Engine:
             outputs.extend(self.llm.generate(chunk, params[i : i + batch], use_tqdm=False))
         elapsed = time.perf_counter() - start
         return {"elapsed": elapsed, "requests": [_request_figures(o) for o in outputs]}
+
+    def _render(self, prompts: Sequence[Any]) -> list[Any]:
+        """The prompts as engine inputs, rendered (tokenized) before a load round's clock
+        starts, as ``LLM.generate`` renders them (vLLM 0.32's private ``_preprocess_cmpl``).
+        Where it is missing the prompts go to ``add_request`` as they are, which renders each
+        one as it is added: inside the timed loop, as a server does."""
+        render = getattr(self.llm, "_preprocess_cmpl", None)
+        return list(prompts) if render is None else list(render(list(prompts)))
+
+    def load(
+        self, prompts: Sequence[Any], sampling: dict[str, Any], arrivals: Sequence[float]
+    ) -> dict[str, Any]:
+        """An open-loop round: each prompt added to the engine as a request of its own once
+        its arrival (seconds after the round's start, ascending) has passed, the engine
+        stepped while any is in flight, and every step's new tokens stamped. TTFT and e2e run
+        from the scheduled arrival: a request due during a step waits for it to end, as on a
+        server. On an error the requests still in flight are aborted (none is left over)."""
+        from .protocol import Timeline, check_arrivals
+
+        n = len(prompts)
+        check_arrivals(arrivals, n)
+        inputs = self._render(prompts)
+        params = _delta_sampling(sampling, n)
+        self.loads += 1
+        ids = [f"specdecode-load-{self.loads}-{i}" for i in range(n)]
+        timelines = {rid: Timeline(float(t)) for rid, t in zip(ids, arrivals, strict=True)}
+        engine = self.llm.llm_engine
+        in_flight: set[str] = set()
+        due = 0  # the next request to send
+        start = self.clock()
+        try:
+            while due < n or in_flight:
+                now = self.clock() - start
+                while due < n and arrivals[due] <= now:
+                    timelines[ids[due]].sent = now
+                    engine.add_request(ids[due], inputs[due], params[due])
+                    in_flight.add(ids[due])
+                    due += 1
+                    now = self.clock() - start
+                if not in_flight:
+                    self.sleep(max(0.0, arrivals[due] - now))
+                    continue
+                if not engine.has_unfinished_requests():
+                    raise RuntimeError(
+                        f"vLLM has no unfinished request but never finished {sorted(in_flight)}"
+                    )
+                outputs = engine.step()
+                now = self.clock() - start
+                for output in outputs:
+                    timeline = timelines.get(output.request_id)
+                    if timeline is None:
+                        continue
+                    timeline.chunk(now, sum(len(c.token_ids) for c in output.outputs))
+                    if output.finished:
+                        timeline.ended = now
+                        in_flight.discard(output.request_id)
+        except BaseException:
+            if in_flight:
+                try:
+                    engine.abort_request(sorted(in_flight))
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    traceback.print_exc()
+            raise
+        requests = [timelines[rid] for rid in ids]
+        return {
+            "elapsed": max((q.end for q in requests), default=0.0),
+            "requests": [q.timed().to_dict() for q in requests],
+        }
 
     def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]:
         """Every completion's token ids, per prompt (``sampling`` usually has ``n`` > 1)."""
