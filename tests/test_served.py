@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.engines.config import EngineConfig
-from pytest_specdecode.engines.protocol import Counters, EngineBackend, EngineSource
+from pytest_specdecode.engines.protocol import Counters, EngineBackend, EngineSource, LoadRound
 from pytest_specdecode.engines.served import ServedEngine, ServedPool, ServerMetrics, parse_metrics
 from pytest_specdecode.errors import ConfigError, EngineError
 from pytest_specdecode.settings import BY_NAME
@@ -574,3 +574,42 @@ def test_bench_on_two_servers_reports_the_servers_model_and_k(servers: Any) -> N
     assert result.target == "tiny" and result.method == "served"
     assert result.num_speculative_tokens == engine.info["num_speculative_tokens"] > 0
     assert result.trials == 2 and result.num_drafts > 0
+
+
+def test_a_load_round_sends_each_request_at_its_arrival_and_times_it_from_there(
+    server: FakeServer,
+) -> None:
+    engine = ServedEngine(server.url, CONFIG)
+    arrivals = [0.0, 0.0, 0.2, 0.4]
+    done = engine.load_round(["a", "b", "c", "d"], SAMPLING, arrivals)
+    assert isinstance(done, LoadRound) and done.other_requests == 0
+    assert [q.arrival for q in done.requests] == arrivals
+    for q in done.requests:
+        assert q.sent >= q.arrival  # a thread sleeps until the arrival
+        assert q.output_tokens == 8 and len(q.itl) == 3  # 4 chunks of 2 tokens
+        assert q.ttft is not None and q.sent - q.arrival <= q.ttft <= q.e2e
+        assert q.e2e == pytest.approx(q.ttft + sum(q.itl))
+        assert q.arrival + q.e2e <= done.elapsed
+    assert sorted(b["prompt"] for b in server.bodies) == ["a", "b", "c", "d"]
+    assert all(b["stream"] and b["max_tokens"] == 8 for b in server.bodies)
+    for i, (method, port) in enumerate(server.connections):
+        if method == "POST":  # connections opened before the clock started
+            assert ("GET", port) in server.connections[:i]
+
+
+def test_a_load_round_counts_other_traffic_and_fails_on_a_stream_error(servers: Any) -> None:
+    server = servers(strangers=1)
+    engine = ServedEngine(server.url, CONFIG)
+    assert engine.load_round(["a", "b"], SAMPLING, [0.0, 0.01]).other_requests == 2
+    with pytest.raises(EngineError, match="/v1/completions: .*boom"):
+        engine.load_round(["a", "fail"], SAMPLING, [0.0, 0.0])
+    with pytest.raises(ValueError, match="2 prompts but 1 arrival times"):
+        engine.load_round(["a", "b"], SAMPLING, [0.0])
+
+
+def test_a_baseline_whose_drafts_move_during_a_load_round_is_refused(servers: Any) -> None:
+    base, spec = servers(speculating=False), servers()
+    engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(BASE_CONFIG)
+    base.speculating = True
+    with pytest.raises(ConfigError, match="vllm:spec_decode_num_drafts went from 0 to 4"):
+        engine.load_round(["a"], SAMPLING, [0.0])

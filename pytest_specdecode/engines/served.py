@@ -46,10 +46,13 @@ from .protocol import (
     SPEC_COUNTERS,
     SPEC_PER_POSITION,
     Counters,
+    LoadRound,
     Placement,
     PlainCalls,
     RequestFigures,
     Round,
+    Timeline,
+    check_arrivals,
     request_spec_fields,
 )
 
@@ -317,17 +320,15 @@ class ServedEngine(PlainCalls):
             body["structured_outputs"] = structured
         return body
 
-    def _stream(self, body: Mapping[str, Any]) -> RequestFigures:
-        """One streamed completion, timed: TTFT from the first chunk that carries a token."""
+    def _streamed(
+        self, body: Mapping[str, Any]
+    ) -> Iterator[tuple[float, list[int], str, dict[str, Any]]]:
+        """One streamed completion's chunks as they arrive: when each came
+        (``perf_counter``), its token ids and text (over its choices) and the whole chunk. Read
+        to the end (past ``[DONE]``) so that the connection goes back to the pool."""
         path = "/v1/completions"
-        start = time.perf_counter()
-        first: float | None = None
-        token_ids: list[int] = []
-        text: list[str] = []
-        spec: dict[str, Any] = {}
         buffer = b""
         with self._open(path, body) as arriving:
-            # read to the end (past [DONE]) so the connection goes back to the pool
             for data in arriving:
                 buffer += data
                 *lines, buffer = buffer.split(b"\n")
@@ -336,13 +337,24 @@ class ServedEngine(PlainCalls):
                     if not line.startswith("data:") or line[5:].strip() == "[DONE]":
                         continue
                     answer = json.loads(line[5:])
-                    for choice in self._choices(answer, path):
-                        ids = choice.get("token_ids") or []
-                        if (ids or choice.get("text")) and first is None:
-                            first = time.perf_counter()
-                        token_ids.extend(int(t) for t in ids)
-                        text.append(choice.get("text") or "")
-                    spec = spec or request_acceptance(answer)
+                    choices = self._choices(answer, path)
+                    ids = [int(t) for c in choices for t in c.get("token_ids") or []]
+                    text = "".join(c.get("text") or "" for c in choices)
+                    yield time.perf_counter(), ids, text, answer
+
+    def _stream(self, body: Mapping[str, Any]) -> RequestFigures:
+        """One streamed completion, timed: TTFT from the first chunk that carries a token."""
+        start = time.perf_counter()
+        first: float | None = None
+        token_ids: list[int] = []
+        text: list[str] = []
+        spec: dict[str, Any] = {}
+        for at, ids, piece, answer in self._streamed(body):
+            if (ids or piece) and first is None:
+                first = at
+            token_ids.extend(ids)
+            text.append(piece)
+            spec = spec or request_acceptance(answer)
         end = time.perf_counter()
         n = len(token_ids)
         return RequestFigures(
@@ -390,7 +402,43 @@ class ServedEngine(PlainCalls):
             start = time.perf_counter()
             requests = tuple(pool.map(self._stream, bodies))
             elapsed = time.perf_counter() - start
-        after = self._settled(before.requests + len(bodies))
+        return Round(elapsed, requests, self._others(before, len(bodies)))
+
+    def load_round(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any], arrivals: Sequence[float]
+    ) -> LoadRound:
+        """Stream each prompt from its arrival on (seconds after the round's start), each on
+        a thread of its own that sleeps until then; every chunk with tokens is stamped. The
+        connections are opened before the clock starts (one a request; a gap of more than
+        the keep-alive between requests opens a fresh one, inside the request's TTFT)."""
+        check_arrivals(arrivals, len(prompts))
+        before = self._metrics()
+        bodies = [self._body(p, sampling, i, stream=True) for i, p in enumerate(prompts)]
+        timelines = [Timeline(float(t)) for t in arrivals]
+
+        def send(i: int) -> None:
+            timeline = timelines[i]
+            time.sleep(max(0.0, start + timeline.arrival - time.perf_counter()))
+            timeline.sent = time.perf_counter() - start
+            for at, ids, _text, _answer in self._streamed(bodies[i]):
+                timeline.chunk(at - start, len(ids))
+            timeline.ended = time.perf_counter() - start
+
+        with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
+            self._connect_ahead(pool, len(bodies))
+            start = time.perf_counter()
+            list(pool.map(send, range(len(bodies))))
+        return LoadRound(
+            max((q.end for q in timelines), default=0.0),
+            tuple(q.timed() for q in timelines),
+            self._others(before, len(bodies)),
+        )
+
+    def _others(self, before: ServerMetrics, sent: int) -> int:
+        """Once the server counts a round's ``sent`` requests as finished: how many others
+        it finished meanwhile. A baseline server that drafted meanwhile is a
+        :class:`ConfigError`."""
+        after = self._settled(before.requests + sent)
         if self.role == "baseline" and after.counters.num_drafts > before.counters.num_drafts:
             raise ConfigError(
                 self._redact(
@@ -400,8 +448,7 @@ class ServedEngine(PlainCalls):
                     "--speculative-config."
                 )
             )
-        other = max(0, after.requests - before.requests - len(bodies))
-        return Round(elapsed, requests, other)
+        return max(0, after.requests - before.requests - sent)
 
     def _settled(self, expected: int) -> ServerMetrics:
         """The metrics once the server counts ``expected`` finished requests: it counts a
