@@ -1,0 +1,162 @@
+"""``Bench.load`` and ``specdecode.load`` on the simulated backend (real engines:
+``test_e2e_load.py``, ``test_e2e.py``, ``test_e2e_served.py``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pytest_specdecode import Bench, ConfigError
+
+from .fakes import FakeSource, use_fake
+
+DRAFT = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+SLO = {"ttft_ms": 2000, "tpot_ms": 20}
+
+
+def test_load_measures_every_rate_on_both_engines_in_counterbalanced_order() -> None:
+    source, said, seen = FakeSource(), [], []
+    bench = Bench("org/target", DRAFT, source=source, progress=said.append, on_load=seen.append)
+    r = bench.load(["p1", "p2"], max_tokens=32, rates=[8.0, 0.5, math.inf], requests=24, slo=SLO)
+    assert seen == [r] and bench.loads == [r]
+    assert r.rates == [0.5, 8.0, math.inf]
+    assert [p.first for p in r.points] == ["baseline", "speculative", "baseline"]
+    assert all(p.baseline.requests == p.speculative.requests == 24 for p in r.points)
+    low, busy = r.points[0], r.points[-1]
+    # the fake's batching model: a clear gain alone, none when all arrive at once
+    assert low.tpot_speedup > 1.5 and low.pays
+    assert busy.tpot_speedup < 1.1 and not busy.pays
+    assert r.crossover_rate == math.inf and r.pays_up_to == 8.0
+    assert low.acceptance_rate == pytest.approx(0.8, abs=0.1)  # whole tokens per step
+    assert low.baseline.goodput is not None and low.speculative.goodput is not None
+    assert any("load 3/3: all at once, 24 requests" in s for s in said), said
+    assert said[-1].endswith("speculation pays up to 8 req/s, not at all at once")
+    assert bench.time.load_seconds > 0
+    json.dumps(r.to_dict(), allow_nan=False)
+
+
+def test_the_schedule_is_the_same_on_both_engines_and_seeded() -> None:
+    a = Bench("org/target", DRAFT, source=FakeSource(), progress=None)
+    first = a.load(["p"], max_tokens=8, rates=[2.0], requests=6, seed=1)
+    again = a.load(["p"], max_tokens=8, rates=[2.0], requests=6, seed=1)
+    assert first.points[0].baseline == again.points[0].baseline
+    other = a.load(["p"], max_tokens=8, rates=[2.0], requests=6, seed=2)
+    assert other.points[0].baseline != first.points[0].baseline
+    assert [r.label for r in a.loads] == ["", "#2", "#3"]
+    with pytest.raises(ConfigError, match="already measured a load under that label"):
+        a.load(["p"], max_tokens=8, rates=[2.0], requests=6, label="#2")
+
+
+def test_a_pool_of_one_runs_every_rate_on_one_engine_then_the_other() -> None:
+    source = FakeSource()
+    source.max_engines = 1
+    r = Bench("org/target", DRAFT, source=source, progress=None).load(
+        ["p"], max_tokens=16, rates=[0.5, 4.0], requests=6
+    )
+    assert [p.first for p in r.points] == ["baseline", "baseline"]
+    assert r.points[0].tpot_speedup > 1.5
+
+
+def test_a_duration_bounds_each_rate() -> None:
+    r = Bench("org/target", DRAFT, source=FakeSource(), progress=None).load(
+        ["p"], max_tokens=8, rates=[4.0], duration=5.0
+    )
+    assert 8 < r.points[0].baseline.requests < 40
+
+
+def test_bad_load_arguments_are_refused_before_any_engine_starts() -> None:
+    source = FakeSource()
+    bench = Bench("org/target", DRAFT, source=source, progress=None)
+    with pytest.raises(ConfigError, match="exactly one of them"):
+        bench.load(["p"], max_tokens=8, rates=[1.0])
+    with pytest.raises(ConfigError, match="run\\(max_tokens=...\\)"):
+        bench.load(["p"], max_tokens=0, rates=[1.0], requests=4)
+    with pytest.raises(ConfigError, match="unknown key 'goodput'"):
+        bench.load(["p"], max_tokens=8, rates=[1.0], requests=4, slo={"goodput": 1})
+    assert source.starts == 0
+
+
+SUITE = """
+import pytest
+from pytest_specdecode import assert_latency_gain
+
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+RATES = [0.5, 8.0, float("inf")]
+
+
+@pytest.mark.specdecode("traffic", target="org/target", speculative_config=SPEC,
+                        min_latency_gain=1.5, min_goodput_ratio=1.0)
+def test_low_rate(specdecode):
+    specdecode.load(["p"], max_tokens=32, rates=RATES, requests=12,
+                    slo={"ttft_ms": 2000, "tpot_ms": 20})
+
+
+@pytest.mark.specdecode("traffic", target="org/target", speculative_config=SPEC,
+                        min_latency_gain=1.2, at_rate=float("inf"))
+def test_saturated(specdecode):
+    specdecode.load(["p"], max_tokens=32, rates=RATES, requests=12)
+
+
+@pytest.mark.specdecode("traffic", target="org/target", speculative_config=SPEC,
+                        min_latency_gain=1.2, at_rate=3)
+def test_unmeasured_rate(specdecode):
+    specdecode.load(["p"], max_tokens=32, rates=RATES, requests=12)
+
+
+@pytest.mark.specdecode("traffic", target="org/target", speculative_config=SPEC)
+def test_assertion(specdecode):
+    r = specdecode.load(["p"], max_tokens=32, rates=RATES, requests=12)
+    assert_latency_gain(r, at_rate=8.0, min=1.2)
+"""
+
+
+def test_marker_load_gates_and_the_report(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_fake(pytester, monkeypatch)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--specdecode-report", "report.json")
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    assert "test_saturated - " in out or "FAILED test_suite.py::test_saturated" in out
+    assert "at all at once (12 requests per engine): p50 TPOT gain" in out
+    assert "is below the minimum 1.20x" in out
+    assert "no load point at rate 3; measured: 0.5, 8, inf" in out
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert [x["nodeid"] for x in report["loads"]] == [
+        f"test_suite.py::test_{n}"
+        for n in ("low_rate", "saturated", "unmeasured_rate", "assertion")
+    ]
+    assert report["loads"][0]["points"][2]["rate"] == "inf"
+    assert report["loads"][0]["slo"] == {"ttft_ms": 2000.0, "tpot_ms": 20.0}
+    assert report["session"]["time"]["load_seconds"] > 0
+
+
+@pytest.mark.parametrize(
+    ("keyword", "message"),
+    [
+        ("at_rate=0", "at_rate must be greater than 0"),
+        ("min_latency_gain='fast'", "min_latency_gain must be a number"),
+        ("min_goodput_ratio=-1", "min_goodput_ratio must be at least 0"),
+    ],
+)
+def test_bad_load_marker_keywords_are_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keyword: str, message: str
+) -> None:
+    source = use_fake(pytester, monkeypatch)
+    pytester.makepyfile(
+        test_suite=f"""
+import pytest
+
+@pytest.mark.specdecode("traffic", target="org/target",
+                        speculative_config={{"method": "ngram", "num_speculative_tokens": 2}},
+                        {keyword})
+def test_it(specdecode):
+    specdecode.load(["p"], max_tokens=4, rates=[1.0], requests=2)
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert message in result.stdout.str()
+    assert source.starts == 0
