@@ -302,3 +302,92 @@ def test_short_names() -> None:
     assert short_name("/a/b/draft/") == "draft"
     assert short_name("org/model") == "org/model"
     assert short_name(None) == "-"
+
+
+# --- traffic (specdecode.load) ---------------------------------------------------------------
+
+
+def _traffic(*loads: dict[str, Any], results: list[dict[str, Any]] | None = None) -> Checklist:
+    return one(results if results is not None else [row()], loads=list(loads))
+
+
+def test_traffic_unknown_says_how_to_measure_it() -> None:
+    verdict, figure = answer(one([row()]), "traffic")
+    assert verdict == "unknown"
+    assert "specdecode.load(prompts, max_tokens=..., rates=[...], requests=...)" in figure
+    assert [line.question for line in one([row()]).lines][:3] == [
+        "spare memory", "batch size", "traffic"
+    ]  # fmt: skip
+
+
+def test_traffic_yes_up_to_the_rate_where_it_stops_paying() -> None:
+    from .load_reports import CROSSING, load_dict, load_result
+
+    c = _traffic(load_dict(CROSSING))
+    verdict, figure = answer(c, "traffic")
+    (_, at_2, at_once) = load_result(CROSSING).points
+    assert verdict == "yes"
+    assert figure == (
+        "speculation pays up to 2 req/s (p50 TPOT 30.0 ms -> 20.0 ms, gain 1.50x "
+        f"[{at_2.tpot_speedup_ci[0]:.2f}-{at_2.tpot_speedup_ci[1]:.2f}]); not at all at once "
+        "(p50 TPOT 40.0 ms -> 42.0 ms, gain 0.95x "
+        f"[{at_once.tpot_speedup_ci[0]:.2f}-{at_once.tpot_speedup_ci[1]:.2f}]) in test_traffic"
+    )
+    assert c.summary.endswith("; pays up to 2 req/s under traffic")
+
+
+def test_traffic_yes_at_every_rate_says_it_is_the_highest_measured() -> None:
+    from .load_reports import PAYING, load_dict
+
+    c = _traffic(load_dict(PAYING))
+    verdict, figure = answer(c, "traffic")
+    assert verdict == "yes"
+    assert figure.startswith(
+        "speculation pays up to 100 req/s, the highest rate measured (p50 TPOT 40.0 ms -> "
+        "30.0 ms, gain 1.33x ["
+    )
+    assert figure.endswith("]) in test_traffic")
+    assert "still 1.33x at 100 req/s under traffic" in c.summary
+
+
+def test_traffic_no_when_slower_at_every_rate() -> None:
+    from .load_reports import SLOWER, load_dict
+
+    c = _traffic(load_dict(SLOWER, label="long"))
+    verdict, figure = answer(c, "traffic")
+    assert verdict == "no"
+    assert figure.startswith(
+        "speculation does not pay at any measured rate (at 1 req/s: p50 TPOT 20.0 ms -> "
+        "25.0 ms, gain 0.80x ["
+    )
+    assert figure.endswith("in test_traffic [long]")
+    assert "not under traffic: 0.80x at 1 req/s" in c.summary
+
+
+def test_traffic_unknown_when_every_interval_contains_one() -> None:
+    from .load_reports import load_dict
+
+    verdict, figure = answer(_traffic(load_dict(((1.0, 0.020, 0.0201),))), "traffic")
+    assert verdict == "unknown"
+    assert figure.endswith("in test_traffic: the interval contains 1.0 at every rate")
+
+
+def test_a_load_joins_its_proposers_checklist_or_has_its_own() -> None:
+    from .load_reports import PAYING, SLOWER, load_dict
+
+    ngram = load_dict(SLOWER, method="ngram", draft=None)
+    found = checklists({"results": [row()], "loads": [load_dict(PAYING), ngram]})
+    assert [(c.method, c.draft) for c in found] == [("draft_model", DRAFT), ("ngram", None)]
+    assert answer(found[0], "traffic")[0] == "yes"
+    assert [(x.question, x.answer) for x in found[1].lines] == [("traffic", "no")]
+    assert found[1].summary == "not under traffic: 0.80x at 1 req/s"
+    other = load_dict(PAYING, target="/models/other")
+    assert len(checklists({"results": [row()], "loads": [other]})) == 2
+
+
+def test_a_hand_written_load_gives_no_crash() -> None:
+    from .load_reports import PAYING, load_dict
+
+    broken = [{"nodeid": "t::x"}, "text", {"nodeid": "t::y", "max_tokens": 4, "points": []},
+              {**load_dict(PAYING), "points": [{"rate": "fast"}]}]  # fmt: skip
+    assert answer(one([row()], loads=broken), "traffic")[0] == "unknown"

@@ -1,6 +1,6 @@
 """The "worth it?" checklist: the talk's questions answered from a session's figures.
 
-:func:`checklists` reads a report dict (``results``, ``sweeps``, ``rankings``; the
+:func:`checklists` reads a report dict (``results``, ``sweeps``, ``loads``, ``rankings``; the
 ``--specdecode-report`` format) and, for each target and proposer measured, answers each
 question yes, no or unknown with the figure behind it:
 
@@ -9,6 +9,7 @@ question yes, no or unknown with the figure behind it:
 * batch size: where the gain ends (a sweep's crossover, or one test's runs at several batch
   sizes);
 * workload: the speedup and acceptance of each category;
+* traffic: the arrival rate up to which speculation lowers p50 TPOT (``specdecode.load``);
 * context: long prompts against short ones (runs labelled or categorised ``long``/``short``);
 * choice: where the proposer ranked, when ``choose_draft`` compared it with others.
 
@@ -17,12 +18,15 @@ A pure function of the dict: it works on a saved report as well as in the plugin
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
+
+from ..measure.load import LoadPoint, LoadResult
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
@@ -104,11 +108,17 @@ def short_name(model: str | None) -> str:
 
 def checklists(report: Mapping[str, Any]) -> list[Checklist]:
     """One :class:`Checklist` per (target, method, draft) measured in ``report``, in the
-    order they first appear."""
+    order they first appear; a proposer measured only under traffic has the traffic line
+    alone."""
     results = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
     groups: dict[tuple[str, str, str | None], list[Row]] = defaultdict(list)
     for r in results:
         groups[_group(r)].append(r)
+    loads: dict[tuple[str, str, str | None], list[LoadResult]] = defaultdict(list)
+    for data in report.get("loads") or []:
+        load = _load(data)
+        if load is not None:
+            loads[_load_group(load)].append(load)
     sweeps = [s for s in report.get("sweeps") or [] if isinstance(s, Mapping)]
     rankings = [k for k in report.get("rankings") or [] if isinstance(k, Mapping)]
     by_key = {(str(r.get("nodeid", "")), str(r.get("label") or "")): r for r in results}
@@ -116,12 +126,16 @@ def checklists(report: Mapping[str, Any]) -> list[Checklist]:
     for key, rows in groups.items():
         nodeids = {str(r.get("nodeid", "")) for r in rows}
         mine = [s for s in sweeps if str(s.get("nodeid", "")) in nodeids]
-        answers = [_memory(rows), _batch(rows, mine)]
+        answers = [_memory(rows), _batch(rows, mine), _traffic(loads.get(key, []))]
         answers += _workloads(rows)
         answers.append(_context(rows))
         answers += _choices(key, rankings, by_key)
         lines = tuple(a.line for a in answers)
         out.append(Checklist(key[0], key[1], key[2], lines, _summary(answers)))
+    for key, alone in loads.items():
+        if key not in groups:
+            answer = _traffic(alone)
+            out.append(Checklist(key[0], key[1], key[2], (answer.line,), _summary([answer])))
     return out
 
 
@@ -361,6 +375,100 @@ def _batch(rows: Sequence[Row], sweeps: Sequence[Row]) -> _Answer:
         phrase = f"still {_x(best.get('speedup'))} at batch {c}"
         return _Answer(Line(BATCH_SIZE, YES, f"still {figure}"), phrase, order=(3, 0.0))
     return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: the interval at batch {c} contains 1.0"))
+
+
+def rate_text(rate: float | None) -> str:
+    """An arrival rate as the load figures say it: ``8 req/s``, or ``all at once`` (inf)."""
+    if rate is None:
+        return "no rate"
+    return "all at once" if math.isinf(rate) else f"{rate:g} req/s"
+
+
+def _load(data: Any) -> LoadResult | None:
+    """A report's load dict as a :class:`LoadResult` (None for one it cannot read)."""
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        load = LoadResult.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return load if load.points else None
+
+
+def _load_group(load: LoadResult) -> tuple[str, str, str | None]:
+    """A load test's (target, method, draft), as :func:`_group` reads a result's."""
+    model = load.speculative_config.get("model")
+    return load.target, load.method, None if model in (None, "ngram") else str(model)
+
+
+def _tpot(point: LoadPoint) -> str:
+    """``p50 TPOT 24.0 ms -> 12.0 ms, gain 2.00x [1.93-2.11]`` at one rate."""
+
+    def ms(side: Any) -> str:
+        return "-" if side.tpot is None else f"{side.tpot[50] * 1000:.1f} ms"
+
+    def num(value: float) -> str:
+        return "-" if math.isnan(value) else f"{value:.2f}"
+
+    low, high = point.tpot_speedup_ci
+    return (
+        f"p50 TPOT {ms(point.baseline)} -> {ms(point.speculative)}, gain "
+        f"{num(point.tpot_speedup)}x [{num(low)}-{num(high)}]"
+    )
+
+
+TRAFFIC = "traffic"
+
+
+def _traffic(loads: Sequence[LoadResult]) -> _Answer:
+    """Up to which arrival rate speculation lowers p50 TPOT (its interval above 1.0), per
+    load test; yes when it pays at some rate, no when it pays at none and is slower at one."""
+    if not loads:
+        figure = (
+            "not measured under traffic; send requests at arrival rates with "
+            "specdecode.load(prompts, max_tokens=..., rates=[...], requests=...) to find the "
+            "rate at which the gain ends"
+        )
+        return _Answer(Line(TRAFFIC, UNKNOWN, figure))
+    figures, answers = [], []
+    for load in loads:
+        test = _name({"nodeid": load.nodeid, "label": load.label})
+        top, cross = load.pays_up_to, load.crossover_rate
+        if top is not None:
+            figure = f"speculation pays up to {rate_text(top)}"
+            figure += (
+                f", the highest rate measured ({_tpot(load.at(top))})"
+                if cross is None
+                else f" ({_tpot(load.at(top))}); not at {rate_text(cross)} "
+                f"({_tpot(load.at(cross))})"
+            )
+            gain = load.at(top).tpot_speedup
+            phrase = (
+                f"still {_x(gain)} at {rate_text(top)}"
+                if cross is None
+                else f"pays up to {rate_text(top)}"
+            )
+            answers.append((YES, f"{phrase} under traffic"))
+        else:
+            assert cross is not None
+            figure = (
+                f"speculation does not pay at any measured rate (at {rate_text(cross)}: "
+                f"{_tpot(load.at(cross))})"
+            )
+            slower = [p for p in load.points if p.tpot_speedup_ci[1] < 1.0]
+            if slower:
+                phrase = f"not under traffic: {_x(slower[0].tpot_speedup)} at "
+                answers.append((NO, phrase + rate_text(slower[0].rate)))
+            else:
+                answers.append((UNKNOWN, ""))
+        figures.append(f"{figure} in {test}")
+    for wanted in (YES, NO):
+        if any(a == wanted for a, _ in answers):
+            phrase = next(p for a, p in answers if a == wanted)
+            return _Answer(Line(TRAFFIC, wanted, "; ".join(figures)), phrase, order=(3, 1.0))
+    return _Answer(
+        Line(TRAFFIC, UNKNOWN, "; ".join(figures) + ": the interval contains 1.0 at every rate")
+    )
 
 
 def _workloads(rows: Sequence[Row]) -> list[_Answer]:
