@@ -196,3 +196,106 @@ def test_memory_parts_stay_in_the_report_not_in_the_notes_column() -> None:
     row["notes"]["json"] = "8/8 parse"
     text = render([row])
     assert "json=8/8 parse" in text and "draft weights" not in text
+
+
+# --- load tests (specdecode.load) ------------------------------------------------------------
+
+
+def _load_lines(loads: list[dict[str, Any]]) -> list[list[str]]:
+    """The load table's rows split on its column gaps (two spaces or more)."""
+    import re
+
+    from pytest_specdecode.reporting.table import render_loads
+
+    return [re.split(r"\s{2,}", line.strip()) for line in render_loads(loads).splitlines()]
+
+
+def test_load_table_gives_each_rate_both_sides_and_the_gain() -> None:
+    from pytest_specdecode.reporting.table import LOAD_HEADERS
+
+    from .load_reports import CROSSING, load_dict, load_result
+
+    lines = _load_lines([load_dict(CROSSING, slo={"tpot_ms": 30})])
+    assert lines[0] == list(LOAD_HEADERS)
+    assert len(lines) == 2 + 3
+    ci = [p.tpot_speedup_ci for p in load_result(CROSSING).points]
+    assert ci[0][0] > 1.0 and ci[2][0] < 1.0 < ci[2][1]
+    assert lines[2] == [
+        "test_traffic", "0.5 req/s", "24.0 -> 12.0", "25.6 -> 13.6", "100.0 -> 120.0",
+        f"2.00x [{ci[0][0]:.2f}-{ci[0][1]:.2f}]", "0.89 -> 0.89", "yes",
+    ]  # fmt: skip
+    assert lines[3][1:3] == ["2 req/s", "30.0 -> 20.0"] and lines[3][6:] == ["0.44 -> 0.89", "yes"]
+    assert lines[4][1] == "all at once" and lines[4][5] == f"0.95x [{ci[2][0]:.2f}-{ci[2][1]:.2f}]"
+    assert lines[4][-1] == "no"
+
+
+def test_load_table_has_a_goodput_column_only_under_an_slo() -> None:
+    from .load_reports import PAYING, load_dict
+
+    plain = _load_lines([load_dict(PAYING)])
+    assert "goodput req/s" not in plain[0] and len(plain[0]) == 7
+    assert plain[4][:2] == ["test_traffic", "100 req/s"] and plain[4][-1] == "yes"
+    both = _load_lines([load_dict(PAYING), load_dict(PAYING, label="slo", slo={"e2e_ms": 1})])
+    assert "goodput req/s" in both[0]
+    assert [row[6] for row in both[2:]] == ["-"] * 3 + ["0.00 -> 0.00"] * 3
+
+
+def test_load_table_shows_an_unmeasured_gain_as_a_dash() -> None:
+    from .load_reports import PAYING, load_dict
+
+    data = load_dict(PAYING[:1])
+    data["points"][0].update(tpot_speedup=None, tpot_speedup_ci=[None, None], pays=False)
+    data["points"][0]["speculative"]["tpot"] = None
+    (row,) = _load_lines([data])[2:]
+    assert row[2] == "24.0 -> -" and row[5] == "-x [---]" and row[-1] == "no"
+
+
+def test_load_line_is_the_load_results_own_wording() -> None:
+    from pytest_specdecode.reporting.table import load_line
+
+    from .load_reports import CROSSING, PAYING, SLOWER, load_dict, load_result
+
+    for points in (CROSSING, PAYING, SLOWER):
+        result = load_result(points)
+        assert load_line(load_dict(points)) == f"{result.key}: {result.traffic_line()}"
+    assert load_line(load_dict(CROSSING, slo={"ttft_ms": 500, "tpot_ms": 30})) == (
+        "suite/test_load.py::test_traffic (SLO: ttft 500 ms, tpot 30 ms): speculation pays up "
+        "to 2 req/s, not at all at once"
+    )
+    assert load_line(load_dict(SLOWER, label="x")).startswith(
+        "suite/test_load.py::test_traffic[x]: speculation does not lower p50 TPOT at any rate"
+    )
+
+
+def test_summary_has_the_load_table_after_the_sweeps_only_when_loads_were_measured() -> None:
+    from pytest_specdecode.measure.sweep import Sweep
+    from pytest_specdecode.reporting.table import LOAD_LEGEND, summary_lines
+
+    from .load_reports import CROSSING, load_dict
+
+    row = fake_result().to_dict()
+    sweep = Sweep("t.py::test_s").to_dict()
+    check = {"nodeid": "t.py::test_d", "passed": True}
+    session = {"wall_seconds": 1.0, "workers": 1, "time": {}}
+    plain = summary_lines([row], [sweep], [check], [], session)
+    assert not any("TPOT" in line or line.startswith("load ") for line in plain)
+    assert LOAD_LEGEND not in plain
+    lines = summary_lines([row], [sweep], [check], [], session, loads=[load_dict(CROSSING)])
+    assert lines[1].startswith("sweep ") and lines[4].startswith("sample_equivalence ")
+    assert lines[2].splitlines()[0].split()[:3] == ["test", "rate", "p50"]
+    assert "all at once" in lines[2].splitlines()[-1]
+    assert lines[3] == (
+        "load suite/test_load.py::test_traffic: speculation pays up to 2 req/s, not at all at once"
+    )
+    assert LOAD_LEGEND in lines and lines.index(LOAD_LEGEND) == len(lines) - 2
+
+
+def test_load_names_from_files_are_escaped() -> None:
+    from pytest_specdecode.reporting.table import load_line, render_loads
+
+    from .load_reports import PAYING, load_dict
+
+    data = load_dict(PAYING, nodeid="t.py::test_\x1b[2J", label="\x07")
+    text = render_loads([data]) + load_line(data)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "test_\\x1b[2J [\\x07]" in text and "t.py::test_\\x1b[2J[\\x07]" in text

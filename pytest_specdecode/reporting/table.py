@@ -9,7 +9,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .checklist import spread
+from ..measure.load import LoadResult, LoadSummary
+from .checklist import rate_text, spread
 
 #: Characters a terminal may act on rather than show: C0 and C1 controls, DEL, bidirectional
 #: overrides and isolates, line and paragraph separators.
@@ -218,6 +219,73 @@ def distribution_line(check: Mapping[str, Any]) -> str:
     )
 
 
+LOAD_HEADERS = (
+    "test", "rate", "p50 TPOT ms", "p99 TPOT ms", "p50 TTFT ms", "TPOT gain [95% CI]",
+    "goodput req/s", "pays",
+)  # fmt: skip
+#: The load table's goodput column, shown only when some load test set an SLO.
+GOODPUT = LOAD_HEADERS.index("goodput req/s")
+
+
+def _fixed(value: float | None, fmt: str) -> str:
+    return "-" if value is None or value != value else format(value, fmt)  # None or NaN
+
+
+def _sides(base: LoadSummary, spec: LoadSummary, figure: str, q: int = 50) -> str:
+    """``baseline -> speculative`` milliseconds of a percentile of one latency figure."""
+    ms = [
+        None if (p := getattr(side, figure)) is None or q not in p else p[q] * 1000
+        for side in (base, spec)
+    ]
+    return f"{_fixed(ms[0], '.1f')} -> {_fixed(ms[1], '.1f')}"
+
+
+def load_rows(loads: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per load test and arrival rate, from load dicts (``LoadResult.to_dict()``):
+    p50 and p99 TPOT, p50 TTFT (each ``baseline -> speculative``, ms), the TPOT gain with its
+    95% interval, goodput (req/s under the SLO; ``-`` without one) and whether it pays."""
+    out = []
+    for data in loads:
+        load = LoadResult.from_dict(data)
+        for p in load.points:
+            low, high = p.tpot_speedup_ci
+            b, s = p.baseline, p.speculative
+            cells = [
+                label(data),
+                rate_text(p.rate),
+                _sides(b, s, "tpot"),
+                _sides(b, s, "tpot", 99),
+                _sides(b, s, "ttft"),
+                f"{_fixed(p.tpot_speedup, '.2f')}x [{_fixed(low, '.2f')}-{_fixed(high, '.2f')}]",
+                f"{_fixed(b.goodput, '.2f')} -> {_fixed(s.goodput, '.2f')}"
+                if b.goodput is not None or s.goodput is not None
+                else "-",
+                "yes" if p.pays else "no",
+            ]
+            out.append([printable(cell) for cell in cells])
+    return out
+
+
+def render_loads(loads: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> str:
+    """The load table (:func:`load_rows`); the goodput column appears when some load test
+    set an SLO."""
+    table = load_rows(loads)
+    headers = list(LOAD_HEADERS)
+    if not any(row[GOODPUT] != "-" for row in table):
+        del headers[GOODPUT]
+        table = [row[:GOODPUT] + row[GOODPUT + 1 :] for row in table]
+    return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def load_line(data: Mapping[str, Any]) -> str:
+    """One line per load test: where speculation stops paying (as ``LoadResult.summary()``
+    says it) and the SLO behind the goodput."""
+    load = LoadResult.from_dict(data)
+    slo = ", ".join(f"{key.removesuffix('_ms')} {ms:g} ms" for key, ms in load.slo.items())
+    under = f" (SLO: {slo})" if slo else ""
+    return printable(f"{load.key}{under}: {load.traffic_line()}")
+
+
 def render_ranking(ranking: Mapping[str, Any], tablefmt: str = "simple") -> str:
     """A ranking dict as a table, one row per candidate."""
     return tabulate(
@@ -265,7 +333,11 @@ def time_line(session: Mapping[str, Any]) -> str:
         f"warm-up {_seconds(spent.get('warmup_seconds'))}",
         f"measured rounds {_seconds(spent.get('round_seconds'))}",
     ]
-    for key, name in (("cost_ratio_seconds", "cost ratio"), ("sampling_seconds", "sampling")):
+    for key, name in (
+        ("cost_ratio_seconds", "cost ratio"),
+        ("sampling_seconds", "sampling"),
+        ("load_seconds", "load rounds"),
+    ):
         if spent.get(key):
             parts.append(f"{name} {_seconds(spent[key])}")
     other = spent.get("other_seconds")
@@ -284,6 +356,13 @@ LEGEND = (
     "speedup = baseline time / speculative time per paired round (geometric mean); "
     "accept rate = accepted / draft tokens"
 )
+#: What the load table's figures mean, printed under it.
+LOAD_LEGEND = (
+    "load: each cell baseline -> speculative; TPOT = time per output token after the first, "
+    "TTFT = time to the first token, from the scheduled arrival; TPOT gain = baseline p50 TPOT "
+    "/ speculative p50 TPOT (95% paired bootstrap interval over the requests); pays = that "
+    "interval lies above 1.0; goodput = requests per second that met the SLO"
+)
 
 
 def summary_lines(
@@ -292,15 +371,19 @@ def summary_lines(
     checks: Iterable[Mapping[str, Any]],
     rankings: Iterable[Mapping[str, Any]],
     session: Mapping[str, Any],
+    loads: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
     """The speculative-decoding summary above its checklist, from report dicts: the results
-    table, a line per sweep and distribution check, each ranking with its table, the legend,
-    where the wall time went and how engines started."""
+    table, a line per sweep, the load table with a line per load test, a line per
+    distribution check, each ranking with its table, the legends, where the wall time went
+    and how engines started."""
     lines = [render(results)] if results else []
     lines += [f"sweep {sweep_line(s)}" for s in sweeps]
+    if loads:
+        lines += [render_loads(loads), *(f"load {load_line(x)}" for x in loads)]
     lines += [f"sample_equivalence {distribution_line(c)}" for c in checks]
     for ranking in rankings:
         lines += [f"choose_draft {ranking_line(ranking)}", render_ranking(ranking)]
-    lines += [LEGEND, time_line(session)]
+    lines += [LEGEND] + [LOAD_LEGEND] * bool(loads) + [time_line(session)]
     lines += [f"engine starts: {printable(note)}" for note in session.get("start_notes") or []]
     return lines
