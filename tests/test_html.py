@@ -196,3 +196,68 @@ def test_results_table_fits_a_1400_px_page(report_page: Path, tmp_path: Path) ->
     assert unwrapped != page
     table, _ = _rendered_widths(unwrapped, tmp_path, "unwrapped")
     assert table > 1400, table
+
+
+# --- load tests (specdecode.load) ------------------------------------------------------------
+
+
+def test_load_positions_put_all_at_once_at_the_right_end() -> None:
+    import math
+
+    from pytest_specdecode.reporting.html import load_positions
+
+    assert load_positions([0.5, 2.0, math.inf]) == ([0.5, 2.0, 2.6], False)
+    xs, log = load_positions([1.0, 10.0, 100.0, math.inf])
+    assert log and xs[:3] == [1.0, 10.0, 100.0] and xs[3] == pytest.approx(100 * 100**0.25)
+    assert load_positions([1.0, 2.0, 8.0]) == ([1.0, 2.0, 8.0], False)
+    assert load_positions([math.inf]) == ([1.0], False)
+    assert load_positions([1.0, math.inf]) == ([1.0, 1.3], False)
+
+
+def _load_section(page: str, key: str) -> str:
+    return page.split(f"<h2>Under load: {key}</h2>", 1)[1]
+
+
+def test_load_section_has_the_line_the_table_and_the_chart_with_the_crossover() -> None:
+    from pytest_specdecode.reporting.html import render_html
+
+    from .load_reports import CROSSING, PAYING, load_dict
+
+    crossing = load_dict(CROSSING, slo={"tpot_ms": 30})
+    paying = load_dict(PAYING, label="ngram")
+    page = render_html({"results": [], "loads": [crossing, paying]})
+    assert page.count("<svg") == 2 and "<script" not in page
+    first = _load_section(page, "suite/test_load.py::test_traffic")
+    first = first.split("<h2>", 1)[0]
+    assert "<p>suite/test_load.py::test_traffic (SLO: tpot 30 ms): speculation pays up to 2 " \
+        "req/s, not at all at once</p>" in first  # fmt: skip
+    assert re.search(r"<th>goodput req/s\s*</th>", first)
+    assert re.search(r"<td>all at once</td><td>40.0 -&gt; 42.0\s*</td>", first)
+    assert "id='load-0'" in first and "TPOT against arrival rate" in first
+    for line in ("baseline p50", "baseline p99", "speculative p50", "speculative p99"):
+        assert f"<!-- {line} -->" in first, line
+    assert "stops paying: all at once" in first and "<!-- all at once -->" in first
+    second = _load_section(page, "suite/test_load.py::test_traffic[ngram]")
+    assert "id='load-1'" in second and "stops paying" not in second
+    assert "goodput req/s" not in second
+    # the checklist above reads the same loads
+    assert "<td class='yes'>yes</td><td>traffic</td><td>speculation pays up to 2 req/s" in page
+
+
+def test_no_load_section_without_loads() -> None:
+    from pytest_specdecode.reporting.html import render_html
+
+    page = render_html({"results": []})
+    assert "Under load" not in page and "id='load-" not in page and "<svg" not in page
+
+
+def test_cli_renders_a_saved_load_report(tmp_path: Path) -> None:
+    from .load_reports import SLOWER, load_dict
+
+    saved = tmp_path / "load.json"
+    report = {"format_version": 1, "results": [], "environment": {}, "loads": [load_dict(SLOWER)]}
+    saved.write_text(json.dumps(report))
+    out = tmp_path / "load.html"
+    assert cli_main(["html", str(saved), str(out)]) == 0
+    page = out.read_text()
+    assert page.count("<svg") == 1 and "stops paying: 1 req/s" in page

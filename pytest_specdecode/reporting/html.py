@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import html
 import io
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from .checklist import Checklist, checklists
-from .table import RANKING_HEADERS, distribution_line, label, ranking_rows, render
+from ..measure.load import LoadResult
+from .checklist import Checklist, checklists, rate_text
+from .table import (
+    LOAD_LEGEND,
+    RANKING_HEADERS,
+    distribution_line,
+    label,
+    load_line,
+    ranking_rows,
+    render,
+    render_loads,
+)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -125,6 +136,67 @@ def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
         ax.legend(fontsize=8)
         charts.append(_svg(fig))
     return charts
+
+
+def load_positions(rates: list[float]) -> tuple[list[float], bool]:
+    """Where each arrival rate goes on a load chart's x axis, and whether that axis is
+    logarithmic (when the measured rates span a decade or more). An all-at-once rate (inf)
+    goes at the right end, beyond the highest finite rate."""
+    finite = [r for r in rates if math.isfinite(r)]
+    log = len(finite) > 1 and max(finite) >= 10 * min(finite)
+    if not finite:
+        end = 1.0
+    elif log:
+        end = max(finite) * max(2.0, (max(finite) / min(finite)) ** 0.25)
+    else:
+        end = max(finite) + 0.3 * max(max(finite) - min(finite), max(finite))
+    return [r if math.isfinite(r) else end for r in rates], log
+
+
+def load_chart(load: Mapping[str, Any]) -> str:
+    """p50 and p99 TPOT (ms) against the arrival rate, one line each for the baseline and
+    the speculative engine, from a load dict (``LoadResult.to_dict()``); the rate at which
+    speculation stops lowering p50 TPOT (its crossover) is marked."""
+    plt = _pyplot()
+    result = LoadResult.from_dict(load)
+    xs, log = load_positions(result.rates)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for colour, side in (("C0", "baseline"), ("C1", "speculative")):
+        for q, style, marker in ((50, "-", "o"), (99, "--", "s")):
+            ys = []
+            for point in result.points:
+                tpot = getattr(point, side).tpot
+                ys.append(math.nan if tpot is None else tpot[q] * 1000)
+            ax.plot(xs, ys, linestyle=style, marker=marker, color=colour,
+                    label=f"{side} p{q}")  # fmt: skip
+    if log:
+        ax.set_xscale("log")
+    ax.minorticks_off()
+    ax.set_xticks(xs, [rate_text(r).removesuffix(" req/s") for r in result.rates])
+    cross = result.crossover_rate
+    if cross is not None:
+        x = xs[result.rates.index(cross)]
+        ax.axvline(x, color="#c62828", linestyle=":", linewidth=1.5)
+        ax.text(
+            x, 0.03, f"stops paying: {rate_text(cross)} ", transform=ax.get_xaxis_transform(),
+            rotation=90, ha="right", va="bottom", fontsize=8, color="#c62828",
+        )  # fmt: skip
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("arrival rate (requests per second)")
+    ax.set_ylabel("TPOT (ms per output token)")
+    ax.set_title(f"{label(load)}: TPOT against arrival rate")
+    ax.legend(fontsize=8, loc="best")
+    return _svg(fig)
+
+
+def _load_section(index: int, load: Mapping[str, Any]) -> list[str]:
+    return [
+        f"<h2>Under load: {html.escape(str(load.get('key') or load.get('nodeid')))}</h2>",
+        f"<p>{html.escape(load_line(load))}</p>",
+        f"<div class='load'>{render_loads([load], tablefmt='html')}</div>",
+        f"<p class='env'>{html.escape(LOAD_LEGEND)}</p>",
+        f"<div class='chart' id='load-{index}'>{load_chart(load)}</div>",
+    ]
 
 
 def ranking_chart(ranking: Mapping[str, Any]) -> str:
@@ -253,6 +325,8 @@ def render_html(report: Mapping[str, Any]) -> str:
         )
         for j, chart in enumerate(sweep_charts(sweep)):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
+    for i, load in enumerate(report.get("loads") or []):
+        parts += _load_section(i, load)
     for i, ranking in enumerate(report.get("rankings") or []):
         parts += _ranking_section(i, ranking)
     checks = report.get("distribution_checks") or []
