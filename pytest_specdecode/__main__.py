@@ -124,7 +124,7 @@ def _export(args: argparse.Namespace) -> int:
     from .baselines import files as report
 
     data = report.load(args.report, "report file")
-    if not data["results"]:
+    if not data["results"] and not data.get("loads"):
         raise ConfigError(f"report file {args.report}: holds no results to export")
     text = json.dumps(FORMATS[args.format](data), indent=2, allow_nan=False) + "\n"
     if args.output is None:

@@ -32,6 +32,11 @@ BMF_SCHEMA = {
                 "mean-acceptance-length",
                 "baseline-tokens-per-second",
                 "speculative-tokens-per-second",
+                "tpot-speedup",
+                "baseline-tpot-p50-ms",
+                "speculative-tpot-p50-ms",
+                "baseline-goodput",
+                "speculative-goodput",
             ]
         },  # fmt: skip
         "additionalProperties": {
@@ -203,3 +208,67 @@ def test_cli_export_bad_input_exits_2_naming_it(
     blocked = str(pytester.path / "r.json" / "x.json")
     assert cli_main(["export", report, "--format", "bmf", "--output", blocked]) == 2
     assert "r.json/x.json: cannot be written" in capsys.readouterr().err
+
+
+# --- load tests (specdecode.load) ------------------------------------------------------------
+
+
+def test_bmf_has_a_benchmark_per_load_rate() -> None:
+    from .load_reports import CROSSING, PAYING, load_dict, load_result
+
+    report = {
+        "results": REPORT["results"][:1],
+        "loads": [load_dict(CROSSING, slo={"tpot_ms": 30}), load_dict(PAYING, label="n")],
+    }
+    out = bmf(report)
+    jsonschema.validate(out, BMF_SCHEMA)
+    key = "suite/test_load.py::test_traffic"
+    assert list(out) == [
+        "t.py::test_a", f"{key}@0.5req/s", f"{key}@2req/s", f"{key}@all-at-once",
+        f"{key}[n]@1req/s", f"{key}[n]@10req/s", f"{key}[n]@100req/s",
+    ]  # fmt: skip
+    low, high = load_result(CROSSING).points[2].tpot_speedup_ci
+    at_once = out[f"{key}@all-at-once"]
+    assert at_once["tpot-speedup"] == {
+        "value": pytest.approx(40 / 42), "lower_value": low, "upper_value": high
+    }  # fmt: skip
+    assert at_once["baseline-tpot-p50-ms"]["value"] == pytest.approx(40.0)
+    assert at_once["speculative-tpot-p50-ms"]["value"] == pytest.approx(42.0)
+    assert out[f"{key}@2req/s"]["baseline-goodput"]["value"] == pytest.approx(4 / 9)
+    assert out[f"{key}@2req/s"]["speculative-goodput"]["value"] == pytest.approx(8 / 9)
+    assert "baseline-goodput" not in out[f"{key}[n]@1req/s"]  # no SLO, no goodput
+    json.dumps(out, allow_nan=False)
+
+
+def test_a_load_rate_without_a_gain_is_left_out_of_github_action_benchmark() -> None:
+    from .load_reports import CROSSING, load_dict
+
+    load = load_dict(CROSSING)
+    load["points"][0].update(tpot_speedup=None, tpot_speedup_ci=[None, None])
+    entries = github_action_benchmark({"loads": [load]})
+    jsonschema.validate(entries, GAB_SCHEMA)
+    key = "suite/test_load.py::test_traffic"
+    assert [e["name"] for e in entries] == [
+        f"{key}@2req/s tpot-speedup", f"{key}@all-at-once tpot-speedup"
+    ]  # fmt: skip
+    assert entries[0]["value"] == pytest.approx(1.5) and entries[0]["unit"] == "x"
+    assert entries[0]["range"].startswith("95% CI 1.4")
+    assert entries[0]["extra"] == "baseline p50 TPOT ms 30.0; speculative p50 TPOT ms 20.0"
+    assert bmf({"loads": [load]})[f"{key}@0.5req/s"] == {
+        "baseline-tpot-p50-ms": {"value": pytest.approx(24.0)},
+        "speculative-tpot-p50-ms": {"value": pytest.approx(12.0)},
+    }  # fmt: skip
+
+
+def test_cli_exports_a_report_with_only_load_tests(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .load_reports import PAYING, load_dict
+
+    saved = pytester.path / "load.json"
+    report = {"format_version": 1, "results": [], "environment": {}, "loads": [load_dict(PAYING)]}
+    saved.write_text(json.dumps(report))
+    assert cli_main(["export", str(saved), "--format", "github-action-benchmark"]) == 0
+    entries = _strict_json(capsys.readouterr().out)
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert len(entries) == 3 and entries[2]["name"].endswith("@100req/s tpot-speedup")

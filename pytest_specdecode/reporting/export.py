@@ -2,8 +2,9 @@
 github-action-benchmark's ``customBiggerIsBetter`` list.
 
 Each result is one benchmark named by its key (``nodeid`` or ``nodeid[label]``, as a
-comparison matches results). A figure that was not measured (null in the report) is left out;
-every number written is finite.
+comparison matches results); each arrival rate of a load test is one more, named
+``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite rate). A figure that was not
+measured (null in the report) is left out; every number written is finite.
 """
 
 from __future__ import annotations
@@ -46,57 +47,132 @@ def _finite(value: Any) -> float | None:
     return float(value)
 
 
-def _interval(result: Mapping[str, Any]) -> tuple[float, float] | None:
-    """The speedup's 95% interval, when both ends were measured."""
-    ci = result.get("speedup_ci") or ()
+def _interval(result: Mapping[str, Any], key: str = "speedup_ci") -> tuple[float, float] | None:
+    """The speedup's (or the figure ``key`` names) 95% interval, when both ends were
+    measured."""
+    ci = result.get(key) or ()
     ends = [_finite(v) for v in ci] if len(ci) == 2 else [None]
     low, high = ends[0], ends[-1]
     return None if low is None or high is None else (low, high)
 
 
+#: BMF measures of a load test's point (one arrival rate): name -> how to read it from the
+#: point's dict. The TPOT gain and goodput are higher-is-better, the TPOT milliseconds
+#: lower-is-better (set a Bencher threshold's upper boundary on them).
+LOAD_MEASURES: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "tpot-speedup": lambda p: p.get("tpot_speedup"),
+    "baseline-tpot-p50-ms": lambda p: _ms((p.get("baseline") or {}).get("tpot")),
+    "speculative-tpot-p50-ms": lambda p: _ms((p.get("speculative") or {}).get("tpot")),
+    "baseline-goodput": lambda p: (p.get("baseline") or {}).get("goodput"),
+    "speculative-goodput": lambda p: (p.get("speculative") or {}).get("goodput"),
+}
+
+
+def _ms(percentiles: Any) -> Any:
+    """A latency's p50 in milliseconds (None when not measured)."""
+    value = _finite((percentiles or {}).get("50"))
+    return None if value is None else value * 1000
+
+
+def load_benchmark_name(load: Mapping[str, Any], point: Mapping[str, Any]) -> str:
+    """One arrival rate of a load test: ``<key>@<rate>req/s``, ``<key>@all-at-once``."""
+    rate = point["rate"]
+    at = "all-at-once" if rate == "inf" else f"{float(rate):g}req/s"
+    return f"{benchmark_name(load)}@{at}"
+
+
+def _load_points(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(benchmark name, point dict) of every arrival rate of every load test."""
+    return [
+        (load_benchmark_name(load, point), point)
+        for load in report.get("loads") or []
+        for point in load.get("points") or []
+    ]
+
+
+def _measures(
+    figures: Mapping[str, Any],
+    measures: Mapping[str, Callable[[Mapping[str, Any]], Any]],
+    bounded: str,
+    ci: str,
+) -> dict[str, dict[str, float]]:
+    """The finite ``measures`` of one result or load point; ``bounded`` also gets its 95%
+    interval (read from ``figures[ci]``) as lower and upper values."""
+    out: dict[str, dict[str, float]] = {}
+    for measure, read in measures.items():
+        value = _finite(read(figures))
+        if value is None:
+            continue
+        out[measure] = {"value": value}
+        interval = _interval(figures, ci) if measure == bounded else None
+        if interval is not None:
+            out[measure].update(lower_value=interval[0], upper_value=interval[1])
+    return out
+
+
 def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value",
-    "upper_value"}}}``; only the speedup has bounds (its 95% interval)."""
+    "upper_value"}}}``; only the speedup and the TPOT gain have bounds (their 95%
+    intervals)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for result in report.get("results") or []:
-        measures: dict[str, dict[str, float]] = {}
-        for measure, read in MEASURES.items():
-            value = _finite(read(result))
-            if value is None:
-                continue
-            measures[measure] = {"value": value}
-            interval = _interval(result) if measure == "speedup" else None
-            if interval is not None:
-                measures[measure].update(lower_value=interval[0], upper_value=interval[1])
+        measures = _measures(result, MEASURES, "speedup", "speedup_ci")
         if measures:
             out[benchmark_name(result)] = measures
+    for name, point in _load_points(report):
+        measures = _measures(point, LOAD_MEASURES, "tpot-speedup", "tpot_speedup_ci")
+        if measures:
+            out[name] = measures
     return out
+
+
+#: github-action-benchmark's ``extra`` line of a load point: (measure, how it reads, format).
+LOAD_EXTRA = (
+    ("baseline-tpot-p50-ms", "baseline p50 TPOT ms", ".1f"),
+    ("speculative-tpot-p50-ms", "speculative p50 TPOT ms", ".1f"),
+    ("baseline-goodput", "baseline goodput req/s", ".2f"),
+    ("speculative-goodput", "speculative goodput req/s", ".2f"),
+)
+
+
+def _entry(
+    name: str,
+    figures: Mapping[str, Any],
+    value: float,
+    ci: str,
+    measures: Mapping[str, Callable[[Mapping[str, Any]], Any]],
+    extras: tuple[tuple[str, str, str], ...],
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "unit": "x", "value": value}
+    interval = _interval(figures, ci)
+    if interval is not None:
+        entry["range"] = f"95% CI {interval[0]:.3f}-{interval[1]:.3f}"
+    extra = [
+        f"{text} {number:{fmt}}"
+        for measure, text, fmt in extras
+        if (number := _finite(measures[measure](figures))) is not None
+    ]
+    entry["extra"] = "; ".join(extra)
+    return entry
 
 
 def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """github-action-benchmark's ``customBiggerIsBetter`` input: one entry per result with a
     speedup, ``[{"name": "<key> speedup", "unit": "x", "value", "range", "extra"}]``; the
-    range is the 95% interval, the extra line the acceptance and tokens/s of both sides."""
+    range is the 95% interval, the extra line the acceptance and tokens/s of both sides.
+    Each load point with a TPOT gain adds ``<key>@<rate>req/s tpot-speedup``, its extra line
+    the p50 TPOT and goodput of both sides."""
     entries = []
     for result in report.get("results") or []:
         speedup = _finite(result.get("speedup"))
-        if speedup is None:
-            continue
-        entry: dict[str, Any] = {
-            "name": f"{benchmark_name(result)} speedup",
-            "unit": "x",
-            "value": speedup,
-        }
-        interval = _interval(result)
-        if interval is not None:
-            entry["range"] = f"95% CI {interval[0]:.3f}-{interval[1]:.3f}"
-        extra = [
-            f"{text} {value:{fmt}}"
-            for measure, text, fmt in EXTRA
-            if (value := _finite(MEASURES[measure](result))) is not None
-        ]
-        entry["extra"] = "; ".join(extra)
-        entries.append(entry)
+        if speedup is not None:
+            name = f"{benchmark_name(result)} speedup"
+            entries.append(_entry(name, result, speedup, "speedup_ci", MEASURES, EXTRA))
+    for name, point in _load_points(report):
+        gain = _finite(point.get("tpot_speedup"))
+        if gain is not None:
+            entries.append(_entry(f"{name} tpot-speedup", point, gain, "tpot_speedup_ci",
+                                  LOAD_MEASURES, LOAD_EXTRA))  # fmt: skip
     return entries
 
 
