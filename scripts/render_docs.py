@@ -86,6 +86,7 @@ def summary_text(report: Mapping[str, Any]) -> str:
         report.get("distribution_checks") or [],
         report.get("rankings") or [],
         report["session"],
+        loads=report.get("loads") or [],
     )
     lines.append("-" * 21 + " worth it? (per target and proposer) " + "-" * 22)
     for checklist in checklists(report):
