@@ -347,7 +347,22 @@ def test_traffic_yes_at_every_rate_says_it_is_the_highest_measured() -> None:
         "30.0 ms, gain 1.33x ["
     )
     assert figure.endswith("]) in test_traffic")
-    assert "still 1.33x at 100 req/s under traffic" in c.summary
+    assert "still 1.33x under traffic at 100 req/s" in c.summary
+
+
+def test_traffic_yes_with_every_request_at_once() -> None:
+    import math
+
+    from .load_reports import load_dict
+
+    c = _traffic(load_dict(((1.0, 0.024, 0.012), (math.inf, 0.040, 0.030))))
+    verdict, figure = answer(c, "traffic")
+    assert verdict == "yes"
+    assert figure.startswith(
+        "speculation pays at every rate measured, all at once included (p50 TPOT 40.0 ms -> "
+        "30.0 ms, gain 1.33x ["
+    )
+    assert c.summary.endswith("; still 1.33x under traffic, all at once")
 
 
 def test_traffic_no_when_slower_at_every_rate() -> None:

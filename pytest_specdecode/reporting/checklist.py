@@ -435,20 +435,22 @@ def _traffic(loads: Sequence[LoadResult]) -> _Answer:
         test = _name({"nodeid": load.nodeid, "label": load.label})
         top, cross = load.pays_up_to, load.crossover_rate
         if top is not None:
-            figure = f"speculation pays up to {rate_text(top)}"
-            figure += (
-                f", the highest rate measured ({_tpot(load.at(top))})"
-                if cross is None
-                else f" ({_tpot(load.at(top))}); not at {rate_text(cross)} "
-                f"({_tpot(load.at(cross))})"
-            )
-            gain = load.at(top).tpot_speedup
-            phrase = (
-                f"still {_x(gain)} at {rate_text(top)}"
-                if cross is None
-                else f"pays up to {rate_text(top)}"
-            )
-            answers.append((YES, f"{phrase} under traffic"))
+            at_top = _tpot(load.at(top))
+            if cross is not None:
+                figure = (
+                    f"speculation pays up to {rate_text(top)} ({at_top}); not at "
+                    f"{rate_text(cross)} ({_tpot(load.at(cross))})"
+                )
+                phrase = f"pays up to {rate_text(top)} under traffic"
+            elif math.isinf(top):
+                figure = f"speculation pays at every rate measured, all at once included ({at_top})"
+                phrase = f"still {_x(load.at(top).tpot_speedup)} under traffic, all at once"
+            else:
+                figure = (
+                    f"speculation pays up to {rate_text(top)}, the highest rate measured ({at_top})"
+                )
+                phrase = f"still {_x(load.at(top).tpot_speedup)} under traffic at {rate_text(top)}"
+            answers.append((YES, phrase))
         else:
             assert cross is not None
             figure = (
