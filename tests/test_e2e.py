@@ -64,6 +64,20 @@ def test_marker_gate_fails(specdecode):
     specdecode.run(PROMPTS, max_tokens=64)
 
 
+@pytest.mark.specdecode("traffic", speculative_config=DRAFT, min_latency_gain=1.2, at_rate=4)
+def test_load_gates_pass(specdecode):
+    r = specdecode.load(PROMPTS, max_tokens=32, rates=[4, float("inf")], requests=8,
+                        slo={{"ttft_ms": 5000, "tpot_ms": 500}})
+    assert [(p.baseline.requests, p.speculative.requests) for p in r.points] == [(8, 8)] * 2
+    assert r.points[0].acceptance_rate > 0.9 and r.points[0].tpot_speedup > 1.2
+    assert r.points[0].speculative.goodput > 0
+
+
+@pytest.mark.specdecode("traffic", speculative_config=DRAFT, min_latency_gain=50)
+def test_load_gate_fails(specdecode):
+    specdecode.load(PROMPTS, max_tokens=16, rates=[8], requests=4)
+
+
 @pytest.mark.specdecode("custom", speculative_config=DRAFT)
 def test_engine_fixtures(baseline_engine, speculative_engine):
     sampling = {{"temperature": 0.0, "max_tokens": 8}}
@@ -147,7 +161,8 @@ def suite_run(
 def test_outcomes_and_failure_messages(suite_run: Any) -> None:
     code, output, _, _ = suite_run
     assert code == 1, output
-    assert "3 failed, 4 passed" in output, output
+    assert "4 failed, 5 passed" in output, output
+    assert "p50 TPOT gain" in output and "is below the minimum 50.00x" in output
     assert "speedup" in output and "is below the minimum 25.00x" in output
     assert "95% CI" in output
     assert "mean acceptance length 5.00 is below the minimum 5.50" in output
@@ -205,6 +220,20 @@ def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     assert env["vllm"] and env["torch"].endswith("+cpu")
     assert env["device"]["kind"] == "cpu"
     assert env["models"][pair["target"]]["sha256"] != env["models"][pair["draft"]]["sha256"]
+
+
+def test_load_in_the_report(suite_run: Any) -> None:
+    _, output, report, _ = suite_run
+    loads = {load["nodeid"]: load for load in report["loads"]}
+    passed = loads["test_suite.py::test_load_gates_pass"]
+    assert [p["rate"] for p in passed["points"]] == [4, "inf"]
+    assert (
+        passed["points"][0]["baseline"]["tpot"]["50"]
+        > passed["points"][0]["speculative"]["tpot"]["50"]
+    )
+    assert passed["slo"] == {"ttft_ms": 5000, "tpot_ms": 500}
+    assert "speculation pays up to" in output
+    assert report["session"]["time"]["load_seconds"] > 0
 
 
 def test_no_worker_outlives_the_session(suite_run: Any) -> None:
