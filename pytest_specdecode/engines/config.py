@@ -186,9 +186,7 @@ class EngineConfig:
 
     @property
     def draft(self) -> str | None:
-        spec = self.speculative_config or {}
-        model = spec.get("model")
-        return None if model in (None, "ngram") else str(model)
+        return draft_model(self.speculative_config)
 
     @property
     def key(self) -> str:
@@ -360,3 +358,9 @@ def engine_pair(
         check_engine_kwargs(engine_kwargs, where)
         speculative.check_speculative_config(where("speculative_config"))
     return baseline, speculative
+
+
+def draft_model(speculative_config: Mapping[str, Any] | None) -> str | None:
+    """The draft model or head a speculative config loads (None for n-gram and the like)."""
+    model = (speculative_config or {}).get("model")
+    return None if model in (None, "ngram") else str(model)

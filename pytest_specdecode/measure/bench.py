@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from ..engines.config import EngineConfig, engine_pair
-from ..engines.protocol import EngineBackend, EngineSource
+from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair
 from .choice import Ranking, candidate_configs
@@ -31,7 +31,7 @@ from .equivalence import (
     DistributionCheck,
     compare_distributions,
 )
-from .figures import build_result, with_notes, with_theory, with_verdict
+from .figures import build_result, proposer, with_notes, with_theory, with_verdict
 from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
 from .load import LoadResult, arrival_times, build_point, check_load_args, rate_text
 from .load_rounds import run_load
@@ -514,12 +514,12 @@ class Bench:
                 "ours during the load rounds; latencies may be skewed"
             )
         spec = self.speculative
+        counters = sum((r.counters for r in raw.rates), Counters())
+        target, method, k = proposer(raw.engine_info, counters, spec)
         result = LoadResult(
-            nodeid=self.name, label=label, target=spec.target, method=spec.method,
-            num_speculative_tokens=int(
-                raw.engine_info.get("num_speculative_tokens") or spec.num_speculative_tokens
-            ),
-            max_tokens=max_tokens, burstiness=float(burstiness), seed=seed, slo=checked_slo,
+            nodeid=self.name, label=label, target=target, method=method,
+            num_speculative_tokens=k, max_tokens=max_tokens, burstiness=float(burstiness),
+            seed=seed, slo=checked_slo,
             points=tuple(
                 build_point(r.rate, r.baseline, r.speculative, r.counters, checked_slo,
                             first=r.first, seed=seed)

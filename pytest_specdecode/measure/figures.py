@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..engines.footprint import ProposerMemory
-from ..engines.protocol import Round
+from ..engines.protocol import Counters, Round
 from ..errors import NoSpeculationError
 from .paired import PairedRounds
 from .result import Divergence, EngineFigures, Result
@@ -121,12 +121,13 @@ def least_gain_note(per_prompt: Sequence[float | None], indexes: Sequence[int]) 
     return f"{which} {', '.join(str(i) for i in indexes)} (acceptance length {lengths})"
 
 
-def _proposer(raw: PairedRounds, speculative: EngineConfig) -> tuple[str, str, int]:
+def proposer(
+    info: Mapping[str, Any], counters: Counters, speculative: EngineConfig
+) -> tuple[str, str, int]:
     """Target, method and k: from the configuration, or, for a served engine whose
-    configuration is the server's, from what the server reports."""
-    info = raw.engine_info
+    configuration is the server's, from what the server reports (``info``) or its counters."""
     k = speculative.num_speculative_tokens or int(info.get("num_speculative_tokens") or 0)
-    k = k or len(raw.counters.accepted_per_position)
+    k = k or len(counters.accepted_per_position)
     target = speculative.target or str(info.get("served_model") or "")
     return target, str(info.get("method") or speculative.method), k
 
@@ -144,7 +145,7 @@ def build_result(
 ) -> Result:
     """The measured figures of ``raw``; refuses a run in which speculation never ran."""
     counters = raw.counters
-    target, method, k = _proposer(raw, speculative)
+    target, method, k = proposer(raw.engine_info, raw.counters, speculative)
     if counters.num_drafts == 0:
         raise NoSpeculationError(
             f"{nodeid}: speculation never ran: the speculative engine ({method}, k={k}) "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engines.config import draft_model
 from ..engines.protocol import Counters, LoadRound, TimedRequest
 from ..errors import ConfigError
 from .stats import percentile
@@ -322,6 +323,11 @@ class LoadResult:
         return f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
 
     @property
+    def draft(self) -> str | None:
+        """The draft model or head (None for a proposer without one, such as n-gram)."""
+        return draft_model(self.speculative_config)
+
+    @property
     def rates(self) -> list[float]:
         return [p.rate for p in self.points]
 
@@ -371,6 +377,8 @@ class LoadResult:
     def traffic_line(self) -> str:
         """Where speculation stops paying, in words."""
         top, cross = self.pays_up_to, self.crossover_rate
+        if cross is None and top is not None and math.isinf(top):
+            return "speculation pays at every rate measured, all at once included"
         if cross is None:
             return (
                 f"speculation pays up to {rate_text(top)} (the highest rate measured; "

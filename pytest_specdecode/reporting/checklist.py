@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-from ..measure.load import LoadPoint, LoadResult
+from ..measure.load import LoadPoint, LoadResult, rate_text
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
@@ -377,13 +377,6 @@ def _batch(rows: Sequence[Row], sweeps: Sequence[Row]) -> _Answer:
     return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: the interval at batch {c} contains 1.0"))
 
 
-def rate_text(rate: float | None) -> str:
-    """An arrival rate as the load figures say it: ``8 req/s``, or ``all at once`` (inf)."""
-    if rate is None:
-        return "no rate"
-    return "all at once" if math.isinf(rate) else f"{rate:g} req/s"
-
-
 def _load(data: Any) -> LoadResult | None:
     """A report's load dict as a :class:`LoadResult` (None for one it cannot read)."""
     if not isinstance(data, Mapping):
@@ -397,8 +390,7 @@ def _load(data: Any) -> LoadResult | None:
 
 def _load_group(load: LoadResult) -> tuple[str, str, str | None]:
     """A load test's (target, method, draft), as :func:`_group` reads a result's."""
-    model = load.speculative_config.get("model")
-    return load.target, load.method, None if model in (None, "ngram") else str(model)
+    return load.target, load.method, load.draft
 
 
 def _tpot(point: LoadPoint) -> str:

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..measure.load import LoadResult
-from .checklist import Checklist, checklists, rate_text
+from ..measure.load import LoadResult, rate_text
+from .checklist import Checklist, checklists
 from .table import (
     LOAD_LEGEND,
     RANKING_HEADERS,

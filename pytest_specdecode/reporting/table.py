@@ -9,8 +9,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..measure.load import LoadResult, LoadSummary
-from .checklist import rate_text, spread
+from ..measure.load import LoadResult, LoadSummary, rate_text
+from .checklist import spread
 
 #: Characters a terminal may act on rather than show: C0 and C1 controls, DEL, bidirectional
 #: overrides and isolates, line and paragraph separators.
