@@ -327,6 +327,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         state.products("distribution_checks"),
         state.products("rankings"),
         state.report_session(),
+        loads=state.products("loads"),
     )
     for line in lines:
         terminalreporter.write_line(line)

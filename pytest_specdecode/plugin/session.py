@@ -320,7 +320,7 @@ class SpecDecodeSession:
                 data[kind] = self.products(kind)
         if self.baseline is not None:
             data["comparisons"] = self.comparisons()
-        if data["results"]:
+        if data["results"] or data.get("loads"):
             data["checklist"] = [c.to_dict() for c in checklists(data)]
         return data
 
