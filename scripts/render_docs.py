@@ -124,9 +124,18 @@ def run_line(report: Mapping[str, Any]) -> str:
 # -- placeholders in the example-suites template --------------------------------------------
 def _figure(report: Mapping[str, Any], expression: str) -> str:
     """One placeholder: ``FIELD KEY [FORMAT]`` (FIELD a dotted path into the result whose
-    table name is KEY; FORMAT ``x`` for a speedup, ``ci``, ``pct`` or a format spec) or
-    ``session FIELD [FORMAT]``."""
+    table name is KEY; FORMAT ``x`` for a speedup, ``ci``, ``pct`` or a format spec),
+    ``session FIELD [FORMAT]`` or ``load TEST FIELD [FORMAT]`` (a dotted path into the load
+    result of the test function TEST)."""
     words = expression.split()
+    if words[0] == "load":  # load TEST FIELD [FORMAT]: a field of the test's load result
+        loads = {str(x["nodeid"]).rsplit("::", 1)[-1]: x for x in report.get("loads") or []}
+        if words[1] not in loads:
+            raise KeyError(f"placeholder {{{{ {expression} }}}}: no load {words[1]!r}")
+        value = loads[words[1]]
+        for part in words[2].split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        return _format(value, words[3] if len(words) > 3 else ".2f")
     if words[0] == "session":
         value: Any = report["session"]
         for part in words[1].split("."):
@@ -156,6 +165,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "pct": lambda v: f"{100 * v:.0f}%",
     "int": lambda v: f"{round(v):,}",
     "min": lambda v: f"{int(v // 60)} min {round(v % 60)} s",
+    "ms": lambda v: f"{1000 * v:.0f} ms",
 }
 
 
