@@ -157,6 +157,24 @@ def test_the_served_backend_on_real_servers(servers: tuple[str, str, str]) -> No
         pool.close()
 
 
+def test_load_on_two_real_servers(servers: tuple[str, str, str]) -> None:
+    """Bench.load streams every request from both servers at its arrival time."""
+    from pytest_specdecode import Bench
+
+    with Bench(
+        None, None, None, baseline_url=servers[0], speculative_url=servers[1], progress=None
+    ) as bench:
+        r = bench.load(["the hot word is", "water and people"], max_tokens=16,
+                       rates=[4.0, float("inf")], requests=6, slo={"tpot_ms": 500})  # fmt: skip
+    assert [(p.baseline.requests, p.speculative.requests) for p in r.points] == [(6, 6)] * 2
+    low = r.points[0]
+    assert low.acceptance_rate > 0.9 and low.speculative.goodput is not None
+    assert low.baseline.tpot is not None and low.speculative.tpot is not None
+    assert low.baseline.tpot[50] <= low.baseline.tpot[90] <= low.baseline.tpot[99]
+    assert low.baseline.itl is not None and low.speculative.ttft is not None
+    assert r.num_speculative_tokens == 4 and r.method == "served"
+
+
 def test_a_baseline_url_that_speculates_is_refused(
     servers: tuple[str, str, str], pytester: pytest.Pytester
 ) -> None:
