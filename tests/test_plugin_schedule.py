@@ -83,7 +83,7 @@ def test_tests_sharing_engines_run_together_and_no_engine_starts_twice(
     assert set(time) == {
         "engine_starts", "restarts", "start_seconds", "stop_seconds", "warmup_seconds",
         "round_seconds",
-        "cost_ratio_seconds", "sampling_seconds", "other_seconds",
+        "cost_ratio_seconds", "sampling_seconds", "load_seconds", "other_seconds",
     }  # fmt: skip
     assert 0 <= time["other_seconds"] <= report["session"]["wall_seconds"]
     assert report["session"]["reordered"] is True
