@@ -212,3 +212,39 @@ def test_sweeps_and_distribution_checks_made_in_workers_reach_the_controller(
     # a session that only checks distributions still reports them
     lines, report, page = _products(pytester, "-n", "2", "-k", "sampling", passed=2)
     assert len(lines) == 2 and report["results"] == [] and len(report["distribution_checks"]) == 2
+
+
+LOADS_SUITE = """
+import pytest
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 2}
+
+
+@pytest.mark.parametrize("i", [0, 1])
+@pytest.mark.specdecode("traffic", target="org/target", speculative_config=NGRAM)
+def test_load(specdecode, i):
+    specdecode.load(["p"], max_tokens=8, rates=[1.0 + i, float("inf")], requests=4)
+"""
+
+
+def test_loads_made_in_workers_reach_the_controller(pytester: pytest.Pytester) -> None:
+    """Load results cross pytest-xdist like every other product: the controller's summary,
+    JSON (with the checklist) and HTML have both."""
+    pytester.makeconftest(FAKE_CONFTEST.format(repo=str(REPO)))
+    pytester.makepyfile(test_suite=LOADS_SUITE)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "--specdecode-no-reorder",
+                                           "--specdecode-report", "report.json",
+                                           "--specdecode-html", "report.html")  # fmt: skip
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    names = [f"test_suite.py::test_load[{i}]" for i in (0, 1)]
+    for name in names:
+        assert f"load {name}: speculation" in out, out
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert sorted(x["nodeid"] for x in report["loads"]) == names
+    assert sorted(x["points"][0]["rate"] for x in report["loads"]) == [1.0, 2.0]
+    assert any(line["question"] == "traffic" for c in report["checklist"] for line in c["lines"])
+    page = (pytester.path / "report.html").read_text()
+    for name in names:
+        assert f"Under load: {name}" in page
