@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.dynamic_sd import SCHEDULE_KEY, k_at
 from pytest_specdecode.engines.hardware import Device
 from pytest_specdecode.engines.protocol import (
     Counters,
@@ -32,6 +33,17 @@ from pytest_specdecode.engines.protocol import (
     Timeline,
     check_arrivals,
 )
+
+
+def scheduled_k(config: EngineConfig, batch_size: int) -> int:
+    """The k a speculative engine runs at ``batch_size``: its ``num_speculative_tokens``, or
+    what its ``num_speculative_tokens_per_batch_size`` schedule gives there (capped at it), as
+    vLLM's scheduler does."""
+    k = config.num_speculative_tokens
+    schedule = (config.speculative_config or {}).get(SCHEDULE_KEY)
+    if not schedule:
+        return k
+    return min(k, k_at(sorted((int(s), int(e), int(v)) for s, e, v in schedule), batch_size))
 
 
 class FakeEngine(PlainCalls):
@@ -65,7 +77,7 @@ class FakeEngine(PlainCalls):
         source.slots += 1
         requests = (request,) * len(prompts)
         if self.config.speculative_json is not None:
-            k = self.config.num_speculative_tokens
+            k = scheduled_k(self.config, concurrency or len(prompts))
             speedup = source.speedup
             if source.speedup_fn is not None:
                 speedup = source.speedup_fn(k, concurrency)

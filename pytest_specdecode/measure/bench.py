@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from ..engines.config import EngineConfig, engine_pair
+from ..engines.dynamic_sd import SCHEDULE_KEY
 from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair
@@ -33,6 +34,14 @@ from .equivalence import (
 )
 from .figures import build_result, proposer, with_notes, with_theory, with_verdict
 from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
+from .kschedule import (
+    KSchedule,
+    ScheduleCheck,
+    check_concurrencies,
+    check_plan,
+    check_row,
+    check_tolerance,
+)
 from .load import LoadResult, arrival_times, build_point, check_load_args, rate_text
 from .load_rounds import run_load
 from .paired import PairedRounds, adaptive_stop, run_paired
@@ -584,8 +593,13 @@ class Bench:
         for k in ks:
             for c in cs:
                 self._claim_label(f"k={k} c={c}", taken)  # refused before any engine starts
-        sweep = Sweep(self.name)
-        base_config = self.speculative.speculative_config or {}
+        # each point runs one fixed k: a batch-size schedule in the config is left out
+        base_config = {
+            key: value
+            for key, value in (self.speculative.speculative_config or {}).items()
+            if key != SCHEDULE_KEY
+        }
+        sweep = Sweep(self.name, base_config=base_config)
         for k in ks:
             config = EngineConfig.create(
                 self.speculative.target, {**base_config, "num_speculative_tokens": k},
@@ -599,6 +613,84 @@ class Bench:
                 )  # fmt: skip
                 sweep.add(k, c, result)
         return sweep
+
+    def check_schedule(
+        self,
+        schedule: KSchedule,
+        prompts: Sequence[Any],
+        *,
+        max_tokens: int,
+        concurrency: Sequence[int] | None = None,
+        tolerance: float | None = None,
+        **run_kwargs: Any,
+    ) -> ScheduleCheck:
+        """Verify a :class:`~pytest_specdecode.measure.kschedule.KSchedule` (from
+        ``sweep.schedule()``): at each concurrency (default: the ones the sweep measured) run
+        the engine with the schedule (label ``schedule c=8``) and the best fixed k there
+        (label ``fixed k=4 c=8``), each against the baseline, on ``max(len(prompts), c)``
+        prompts (cycled), ``c`` at a time, as :meth:`sweep` does.
+
+        A row holds where the scheduled speedup is at least ``(1 - tolerance)`` times the
+        fixed k's (default: the schedule's tolerance). Where the schedule switches speculation
+        off (k = 0) nothing runs: the row takes the sweep's figure for the best k, which was
+        slower than the target alone. Gate it with
+        :func:`~pytest_specdecode.assert_schedule_holds`.
+        """
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, "check_schedule")
+        if not isinstance(schedule, KSchedule):
+            raise ConfigError(
+                f"check_schedule(schedule=...): expected the KSchedule of sweep.schedule(), got "
+                f"{type(schedule).__name__}"
+            )
+        if "label" in run_kwargs:
+            raise ConfigError(
+                "check_schedule(label=...): each run is labelled 'schedule c=N' or "
+                "'fixed k=K c=N'; leave label out"
+            )
+        if self.served:
+            raise ConfigError(
+                "check_schedule: needs local engines (it starts an engine with the schedule and "
+                "one per fixed k); against servers, start the speculative server with "
+                "--speculative-config '<schedule.speculative_config as JSON>' and run() it"
+            )
+        cs = check_concurrencies(concurrency, schedule)
+        tol = schedule.tolerance if tolerance is None else check_tolerance(tolerance)
+        scheduled = EngineConfig.create(
+            self.speculative.target, schedule.speculative_config, self.speculative.engine_kwargs
+        )
+        scheduled.check_speculative_config("check_schedule(schedule=...).speculative_config")
+        plan = check_plan(schedule, cs)
+        labels = [f"schedule c={p.concurrency}" for p in plan if p.scheduled_k] + [
+            f"fixed k={p.fixed_k} c={p.concurrency}" for p in plan if p.scheduled_k
+        ]
+        taken = {r.label for r in self.results}
+        for label in labels:
+            self._claim_label(label, taken)  # refused before any engine starts
+        self._say(f"checking the schedule {schedule.summary()}")
+        measured: dict[str, Result] = {}
+
+        def run(config: EngineConfig, c: int, label: str) -> None:
+            batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), c))]
+            measured[label] = self._run(
+                config, batch, max_tokens=max_tokens, concurrency=c, label=label, **run_kwargs
+            )
+
+        for p in plan:  # the scheduled engine's runs first, then each fixed k's
+            if p.scheduled_k:
+                run(scheduled, p.concurrency, f"schedule c={p.concurrency}")
+        for k in sorted({p.fixed_k for p in plan if p.scheduled_k}):
+            fixed = EngineConfig.create(
+                self.speculative.target, {**schedule.base_config, "num_speculative_tokens": k},
+                self.speculative.engine_kwargs,
+            )  # fmt: skip
+            for p in plan:
+                if p.scheduled_k and p.fixed_k == k:
+                    run(fixed, p.concurrency, f"fixed k={k} c={p.concurrency}")
+        rows = tuple(check_row(p, measured, tol) for p in plan)
+        check = ScheduleCheck(self.name, schedule, tol, rows)
+        self._say(check.summary())
+        return check
 
     def choose_draft(
         self,

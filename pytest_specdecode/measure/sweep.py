@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
+from .kschedule import DEFAULT_TOLERANCE, KSchedule, check_tolerance, choose_k
 from .result import Result
 
 
 @dataclass
 class Sweep:
-    """Results of ``specdecode.sweep``, one per (k, concurrency) point."""
+    """Results of ``specdecode.sweep``, one per (k, concurrency) point, and the speculative
+    config the sweep varied k in (``base_config``)."""
 
     nodeid: str
     points: list[tuple[int, int, Result]] = field(default_factory=list)
+    base_config: dict[str, Any] = field(default_factory=dict)
 
     def add(self, k: int, concurrency: int, result: Result) -> None:
         self.points.append((k, concurrency, result))
@@ -36,6 +40,26 @@ class Sweep:
             if result.speedup_ci[1] < 1.0:
                 return c
         return None
+
+    def schedule(self, tolerance: float = DEFAULT_TOLERANCE) -> KSchedule:
+        """A k per batch-size range for vLLM's ``num_speculative_tokens_per_batch_size``.
+
+        At each measured concurrency: the smallest k whose speedup is at least
+        ``(1 - tolerance)`` times the best k's (a smaller k drafts fewer tokens and holds less
+        draft KV cache for about the same speed); k = 0 (speculation off) where the best k's
+        95% interval lies wholly below 1.0. Each measured concurrency ends a range that takes
+        its choice (the first starts at batch 1), neighbours with equal k are merged, and
+        larger batches than the sweep measured keep the last choice (vLLM carries the last
+        range forward). The entries are checked with the installed vLLM's own rules.
+        """
+        tolerance = check_tolerance(tolerance, f"{self.nodeid}: schedule")
+        if not self.points:
+            raise ConfigError(f"{self.nodeid}: schedule(): the sweep measured nothing")
+        grid: dict[int, dict[int, Result]] = {}
+        for k, c, result in self.points:
+            grid.setdefault(c, {})[k] = result
+        choices = [choose_k(c, by_k, tolerance) for c, by_k in sorted(grid.items())]
+        return KSchedule.of(self.nodeid, choices, self.base_config, tolerance)
 
     def summary(self) -> str:
         best = ", ".join(
@@ -64,4 +88,5 @@ class Sweep:
             ],  # fmt: skip
             "best_k": {str(c): k for c, (k, _) in self.best_k().items()},
             "crossover": self.crossover(),
+            "schedule": self.schedule().to_dict() if self.points else None,
         }

@@ -1,0 +1,437 @@
+"""Which k at which batch size: a schedule from a sweep, as vLLM's
+``num_speculative_tokens_per_batch_size``, and its check against the best fixed k.
+
+A :class:`KSchedule` holds one :class:`KChoice` per measured concurrency and the inclusive
+``(start, end, k)`` batch-size ranges vLLM's scheduler acts on (k = 0: no speculation at
+those batch sizes). A :class:`ScheduleCheck` says, per concurrency, whether the scheduled
+engine is within the tolerance of the best fixed k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..engines.dynamic_sd import SCHEDULE_KEY, check_schedule, k_at
+from ..errors import ConfigError
+from .result import Result
+
+#: Default tolerance: the smallest k within 5% of the best k's speedup is chosen.
+DEFAULT_TOLERANCE = 0.05
+
+
+def _ci(ci: Sequence[float]) -> tuple[float, float]:
+    return (float(ci[0]), float(ci[1]))
+
+
+def _num(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _float(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class KChoice:
+    """The k chosen at one measured concurrency, the best k there, and why."""
+
+    concurrency: int
+    k: int  # 0: speculation off at this concurrency
+    best_k: int  # the k with the highest measured speedup
+    speedup: float  # the chosen k's (1.0 when k = 0: the target alone)
+    speedup_ci: tuple[float, float]
+    best_speedup: float
+    best_speedup_ci: tuple[float, float]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "k": self.k,
+            "best_k": self.best_k,
+            "speedup": _num(self.speedup),
+            "speedup_ci": [_num(v) for v in self.speedup_ci],
+            "best_speedup": _num(self.best_speedup),
+            "best_speedup_ci": [_num(v) for v in self.best_speedup_ci],
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KChoice:
+        return cls(
+            concurrency=int(data["concurrency"]), k=int(data["k"]), best_k=int(data["best_k"]),
+            speedup=_float(data["speedup"]),
+            speedup_ci=(_float(data["speedup_ci"][0]), _float(data["speedup_ci"][1])),
+            best_speedup=_float(data["best_speedup"]),
+            best_speedup_ci=(_float(data["best_speedup_ci"][0]),
+                             _float(data["best_speedup_ci"][1])),
+            reason=str(data.get("reason", "")),
+        )  # fmt: skip
+
+
+def choose_k(concurrency: int, by_k: Mapping[int, Result], tolerance: float) -> KChoice:
+    """The k for one concurrency from each k's result there: the smallest k whose speedup is
+    at least ``(1 - tolerance)`` times the best k's (a smaller k drafts fewer tokens and keeps
+    less draft KV cache for about the same speed); 0 (speculation off) where even the best
+    k's 95% interval lies wholly below 1.0."""
+    best_k = max(sorted(by_k), key=lambda k: by_k[k].speedup)  # ties: the smaller k
+    best = by_k[best_k]
+    best_ci = _ci(best.speedup_ci)
+    if best_ci[1] < 1.0:
+        return KChoice(
+            concurrency, 0, best_k, 1.0, (1.0, 1.0), best.speedup, best_ci,
+            f"off: even the best k={best_k} is slower than the target alone "
+            f"({best.speedup:.2f}x, 95% CI {best_ci[0]:.2f}x-{best_ci[1]:.2f}x)",
+        )  # fmt: skip
+    floor = (1.0 - tolerance) * best.speedup
+    k = min(k for k in by_k if by_k[k].speedup >= floor)
+    chosen = by_k[k]
+    if k == best_k:
+        reason = f"k={k}: the fastest ({best.speedup:.2f}x)"
+    else:
+        reason = (
+            f"k={k}: {chosen.speedup:.2f}x is within {tolerance:.0%} of the fastest, "
+            f"k={best_k} ({best.speedup:.2f}x), with fewer draft tokens"
+        )
+    return KChoice(
+        concurrency, k, best_k, chosen.speedup, _ci(chosen.speedup_ci), best.speedup, best_ci,
+        reason,
+    )  # fmt: skip
+
+
+def ranges(choices: Sequence[KChoice]) -> tuple[tuple[int, int, int], ...]:
+    """Contiguous inclusive batch-size ranges from 1: each measured concurrency ends a range
+    that takes its choice ((previous measured, this] -> this one's k), neighbours with equal
+    k merged."""
+    entries: list[tuple[int, int, int]] = []
+    start = 1
+    for choice in sorted(choices, key=lambda c: c.concurrency):
+        if entries and entries[-1][2] == choice.k:
+            entries[-1] = (entries[-1][0], choice.concurrency, choice.k)
+        else:
+            entries.append((start, choice.concurrency, choice.k))
+        start = choice.concurrency + 1
+    return tuple(entries)
+
+
+@dataclass(frozen=True)
+class KSchedule:
+    """A k per batch-size range, measured by a sweep: vLLM's
+    ``num_speculative_tokens_per_batch_size`` (:attr:`speculative_config` is ready to use)."""
+
+    nodeid: str
+    tolerance: float
+    choices: tuple[KChoice, ...]
+    entries: tuple[tuple[int, int, int], ...]  # (start, end, k), inclusive, from batch 1
+    base_config: dict[str, Any]  # the sweep's speculative config, without a schedule
+
+    @classmethod
+    def of(
+        cls,
+        nodeid: str,
+        choices: Sequence[KChoice],
+        base_config: Mapping[str, Any],
+        tolerance: float,
+        source: str = "schedule",
+    ) -> KSchedule:
+        """The schedule of ``choices``, its entries checked with vLLM's own rules."""
+        ordered = tuple(sorted(choices, key=lambda c: c.concurrency))
+        entries = ranges(ordered)
+        base = {k: v for k, v in base_config.items() if k != SCHEDULE_KEY}
+        schedule = cls(nodeid, tolerance, ordered, entries, base)
+        check_schedule(
+            [list(e) for e in entries], schedule.num_speculative_tokens, f"{nodeid}: {source}"
+        )
+        return schedule
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """The engine's k: the largest scheduled k (the base config's when all are 0)."""
+        largest = max((k for _, _, k in self.entries), default=0)
+        return largest or int(self.base_config.get("num_speculative_tokens") or 1)
+
+    @property
+    def speculative_config(self) -> dict[str, Any]:
+        """The base config with ``num_speculative_tokens`` = the largest k and the schedule
+        (``num_speculative_tokens_per_batch_size``): for ``vllm.LLM(speculative_config=...)``
+        or ``vllm serve --speculative-config``."""
+        return {
+            **self.base_config,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            SCHEDULE_KEY: [list(e) for e in self.entries],
+        }
+
+    @property
+    def largest_concurrency(self) -> int:
+        return max(c.concurrency for c in self.choices)
+
+    def k_at(self, batch_size: int) -> int:
+        """The k vLLM runs at ``batch_size`` (past the last range: the last range's k)."""
+        return k_at(self.entries, batch_size)
+
+    def choice_for(self, concurrency: int) -> KChoice:
+        """The measured choice whose range holds ``concurrency`` (past the largest measured
+        one: the last)."""
+        for choice in self.choices:
+            if concurrency <= choice.concurrency:
+                return choice
+        return self.choices[-1]
+
+    def summary(self) -> str:
+        """E.g. ``k=4 up to batch 8, k=2 up to 32, off above 32 (measured up to batch 64;
+        larger batches stay off, as vLLM carries the last range forward)``."""
+        parts: list[str] = []
+        for i, (start, end, k) in enumerate(self.entries):
+            what = "off" if k == 0 else f"k={k}"
+            if len(self.entries) == 1:
+                parts.append(f"{what} at every batch size")
+            elif i == len(self.entries) - 1:
+                parts.append(f"{what} above {start - 1}")
+            elif i == 0 and end == 1:
+                parts.append(f"{what} at batch 1")
+            else:
+                parts.append(f"{what} up to {'batch ' if i == 0 else ''}{end}")
+        last = self.entries[-1][2]
+        return (
+            f"{', '.join(parts)} (measured up to batch {self.largest_concurrency}; larger "
+            f"batches {'stay off' if last == 0 else f'keep k={last}'}, as vLLM carries the "
+            "last range forward)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "tolerance": self.tolerance,
+            "choices": [c.to_dict() for c in self.choices],
+            "entries": [list(e) for e in self.entries],
+            "base_config": dict(self.base_config),
+            "speculative_config": self.speculative_config,
+            "summary": self.summary(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KSchedule:
+        """The schedule a :meth:`to_dict` describes (derived keys are recomputed)."""
+        return cls(
+            nodeid=str(data["nodeid"]),
+            tolerance=float(data["tolerance"]),
+            choices=tuple(KChoice.from_dict(c) for c in data["choices"]),
+            entries=tuple((int(s), int(e), int(k)) for s, e, k in data["entries"]),
+            base_config=dict(data.get("base_config") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """The scheduled engine and the best fixed k at one concurrency, each against the
+    baseline. Where the schedule switches speculation off the scheduled engine is not run
+    (it would not draft) and the fixed k's figures are the sweep's."""
+
+    concurrency: int
+    scheduled_k: int
+    fixed_k: int
+    scheduled_speedup: float | None  # None: k = 0 there, not run
+    scheduled_speedup_ci: tuple[float, float] | None
+    fixed_speedup: float | None  # None: not measured (k = 0 past the sweep's concurrencies)
+    fixed_speedup_ci: tuple[float, float] | None
+    holds: bool  # scheduled speedup >= (1 - tolerance) * fixed speedup
+    note: str = ""
+
+    def describe(self) -> str:
+        """One line: both speedups with their intervals, the ks, and the verdict."""
+        fixed = (
+            f"fixed k={self.fixed_k} {_speedup(self.fixed_speedup, self.fixed_speedup_ci)}"
+            if self.fixed_speedup is not None
+            else f"fixed k={self.fixed_k} not measured"
+        )
+        if self.scheduled_speedup is None:
+            return f"c={self.concurrency}: schedule off (k=0), {fixed}: {self.note}"
+        scheduled = _speedup(self.scheduled_speedup, self.scheduled_speedup_ci)
+        verdict = "holds" if self.holds else "does not hold"
+        return (
+            f"c={self.concurrency}: schedule (k={self.scheduled_k}) {scheduled} vs {fixed}: "
+            f"{verdict}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "scheduled_k": self.scheduled_k,
+            "fixed_k": self.fixed_k,
+            "scheduled_speedup": self.scheduled_speedup,
+            "scheduled_speedup_ci": _list(self.scheduled_speedup_ci),
+            "fixed_speedup": self.fixed_speedup,
+            "fixed_speedup_ci": _list(self.fixed_speedup_ci),
+            "holds": self.holds,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScheduleRow:
+        return cls(
+            concurrency=int(data["concurrency"]), scheduled_k=int(data["scheduled_k"]),
+            fixed_k=int(data["fixed_k"]),
+            scheduled_speedup=_opt(data.get("scheduled_speedup")),
+            scheduled_speedup_ci=_opt_ci(data.get("scheduled_speedup_ci")),
+            fixed_speedup=_opt(data.get("fixed_speedup")),
+            fixed_speedup_ci=_opt_ci(data.get("fixed_speedup_ci")),
+            holds=bool(data["holds"]), note=str(data.get("note", "")),
+        )  # fmt: skip
+
+
+def _speedup(value: float | None, ci: tuple[float, float] | None) -> str:
+    if value is None:
+        return "n/a"
+    interval = f" (95% CI {ci[0]:.2f}x-{ci[1]:.2f}x)" if ci is not None else ""
+    return f"{value:.2f}x{interval}"
+
+
+def _list(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _opt_ci(value: Any) -> tuple[float, float] | None:
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
+def holds(scheduled: float, fixed: float, tolerance: float) -> bool:
+    """The schedule holds where its speedup is at least ``(1 - tolerance)`` times the best
+    fixed k's."""
+    return scheduled >= (1.0 - tolerance) * fixed
+
+
+@dataclass(frozen=True)
+class ScheduleCheck:
+    """``Bench.check_schedule``: the scheduled engine against the best fixed k per
+    concurrency; gate it with :func:`~pytest_specdecode.assert_schedule_holds`."""
+
+    nodeid: str
+    schedule: KSchedule
+    tolerance: float
+    rows: tuple[ScheduleRow, ...]
+
+    @property
+    def holds(self) -> bool:
+        return all(row.holds for row in self.rows)
+
+    @property
+    def failing(self) -> tuple[ScheduleRow, ...]:
+        return tuple(row for row in self.rows if not row.holds)
+
+    def summary(self) -> str:
+        verdict = (
+            f"holds at every concurrency checked (within {self.tolerance:.0%} of the best fixed k)"
+            if self.holds
+            else "does not hold at "
+            + ", ".join(f"c={r.concurrency}" for r in self.failing)
+            + f" (more than {self.tolerance:.0%} slower than the best fixed k)"
+        )
+        rows = "; ".join(row.describe() for row in self.rows)
+        return f"{self.nodeid}: schedule {self.schedule.summary()} {verdict}: {rows}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "schedule": self.schedule.to_dict(),
+            "tolerance": self.tolerance,
+            "rows": [row.to_dict() for row in self.rows],
+            "holds": self.holds,
+            "summary": self.summary(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScheduleCheck:
+        return cls(
+            nodeid=str(data["nodeid"]),
+            schedule=KSchedule.from_dict(data["schedule"]),
+            tolerance=float(data["tolerance"]),
+            rows=tuple(ScheduleRow.from_dict(r) for r in data["rows"]),
+        )
+
+
+def check_tolerance(tolerance: Any, call: str = "check_schedule") -> float:
+    """A tolerance is a fraction in [0, 1)."""
+    if (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, int | float)
+        or not (0 <= tolerance < 1)
+    ):
+        raise ConfigError(
+            f"{call}(tolerance=...): expected a fraction in [0, 1), e.g. 0.05 (within 5% of "
+            f"the best k), got {tolerance!r}"
+        )
+    return float(tolerance)
+
+
+def check_concurrencies(concurrency: Sequence[int] | None, schedule: KSchedule) -> list[int]:
+    """The concurrencies to check: the given ones (positive, distinct integers), else the ones
+    the sweep measured."""
+    if concurrency is None:
+        return [c.concurrency for c in schedule.choices]
+    values = list(concurrency) if isinstance(concurrency, list | tuple) else None
+    if (
+        not values
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
+        or len(set(values)) != len(values)
+    ):
+        raise ConfigError(
+            f"check_schedule(concurrency=...): expected a list of distinct positive integers, "
+            f"e.g. [1, 8, 32], got {concurrency!r:.80}"
+        )
+    return values
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What :meth:`Bench.check_schedule` runs at one concurrency."""
+
+    concurrency: int
+    scheduled_k: int  # 0: nothing runs
+    fixed_k: int
+    choice: KChoice  # the sweep's choice whose range holds the concurrency
+    measured: bool  # the sweep measured this concurrency
+
+
+def check_plan(schedule: KSchedule, concurrencies: Sequence[int]) -> list[Planned]:
+    """Per concurrency: the k the schedule runs there and the best fixed k (the sweep's, at
+    the measured concurrency whose range holds it)."""
+    measured = {c.concurrency for c in schedule.choices}
+    plan = []
+    for c in concurrencies:
+        choice = schedule.choice_for(c)
+        plan.append(Planned(c, schedule.k_at(c), choice.best_k, choice, c in measured))
+    return plan
+
+
+def check_row(planned: Planned, results: Mapping[str, Result], tolerance: float) -> ScheduleRow:
+    """The row of one concurrency from the runs labelled ``schedule c=N`` and
+    ``fixed k=K c=N``; where the schedule is off, from the sweep's choice."""
+    c, choice = planned.concurrency, planned.choice
+    if not planned.scheduled_k:
+        if planned.measured:
+            note = (
+                f"speculation off: the sweep's best k={choice.best_k} was slower than the "
+                f"target alone: {_speedup(choice.best_speedup, choice.best_speedup_ci)}"
+            )
+            return ScheduleRow(
+                c, 0, choice.best_k, None, None, choice.best_speedup, choice.best_speedup_ci,
+                True, note,
+            )  # fmt: skip
+        note = (
+            f"speculation off: beyond or between the sweep's concurrencies the schedule keeps "
+            f"c={choice.concurrency}'s choice (off); nothing measured here"
+        )
+        return ScheduleRow(c, 0, choice.best_k, None, None, None, None, True, note)
+    scheduled = results[f"schedule c={c}"]
+    fixed = results[f"fixed k={planned.fixed_k} c={c}"]
+    return ScheduleRow(
+        c, planned.scheduled_k, planned.fixed_k, scheduled.speedup, _ci(scheduled.speedup_ci),
+        fixed.speedup, _ci(fixed.speedup_ci), holds(scheduled.speedup, fixed.speedup, tolerance),
+    )  # fmt: skip
