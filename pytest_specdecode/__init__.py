@@ -35,11 +35,13 @@ from .measure.assertions import (
     assert_goodput,
     assert_latency_gain,
     assert_outputs_equivalent,
+    assert_schedule_holds,
     assert_speedup,
 )
 from .measure.bench import Bench
 from .measure.choice import Candidate, Ranking
 from .measure.equivalence import DistributionCheck
+from .measure.kschedule import KChoice, KSchedule, ScheduleCheck, ScheduleRow
 from .measure.load import LoadPoint, LoadResult, LoadSummary
 from .measure.result import EngineFigures, Result
 from .measure.sweep import Sweep
@@ -65,6 +67,8 @@ __all__ = [
     "EngineTimeoutError",
     "GateError",
     "InconclusiveError",
+    "KChoice",
+    "KSchedule",
     "LoadPoint",
     "LoadResult",
     "LoadRound",
@@ -74,6 +78,8 @@ __all__ = [
     "RequestFigures",
     "Result",
     "Round",
+    "ScheduleCheck",
+    "ScheduleRow",
     "SpecDecodeError",
     "Sweep",
     "TimedRequest",
@@ -83,5 +89,6 @@ __all__ = [
     "assert_goodput",
     "assert_latency_gain",
     "assert_outputs_equivalent",
+    "assert_schedule_holds",
     "assert_speedup",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .dynamic_sd import SCHEDULE_KEY, check_schedule, check_schedule_support
 
 
 def looks_local(model: str) -> bool:
@@ -224,6 +225,9 @@ class EngineConfig:
                 f'{source}: no proposer: give "method" (e.g. "ngram" or "draft_model" with "model")'
             )
         self._check_against_vllm(spec, source)
+        if spec.get(SCHEDULE_KEY) is not None:
+            check_schedule(spec[SCHEDULE_KEY], k, source)
+            check_schedule_support(self.method, self.engine_kwargs, source)
         self._check_models(spec, source)
 
     def _check_against_vllm(self, spec: dict[str, Any], source: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -118,7 +118,7 @@ def _entry_fix(entry: list[int], message: str) -> str:
     if "must be positive" in message:
         return "batch sizes start at 1"
     if "start must be <= end" in message:
-        return f"write it [{end}, {start}, {k}]"
+        return f"swap them: [{end}, {start}, {k}]"
     if ">= 0" in message:
         return "use 0 to switch speculation off for those batch sizes"
     return ""
@@ -161,7 +161,7 @@ def check_schedule(
         except ValueError as error:
             fix = _entry_fix(entry, str(error))
             raise ConfigError(
-                f"{where}: entry {entry}: {error}{f' ({fix})' if fix else ''} "
+                f"{where}: entry {entry}: {str(error).rstrip('.')}{f'; {fix}' if fix else ''} "
                 f"(vLLM's rule, {rules.source})"
             ) from None
     try:
@@ -169,7 +169,8 @@ def check_schedule(
     except ValueError as error:
         fix = _fix(str(error), entries)
         raise ConfigError(
-            f"{where}: {error}{f' {fix}' if fix else ''} (vLLM's rule, {rules.source})"
+            f"{where}: {str(error).rstrip('.')}{f'; {fix}' if fix else ''} "
+            f"(vLLM's rule, {rules.source})"
         ) from None
     k = num_speculative_tokens
     if isinstance(k, int) and not isinstance(k, bool):
@@ -182,6 +183,37 @@ def check_schedule(
                 "schedule)"
             )
     return [(int(s), int(e), int(kk)) for s, e, kk in normal]
+
+
+#: Methods that take a schedule and then draft as if it were not there, and why (vLLM 0.32).
+IGNORES_SCHEDULE = {
+    "custom_class": (
+        "vLLM calls a custom_class proposer without the scheduled k "
+        "(GPUModelRunner.propose_draft_token_ids, which the CPU runner inherits), so it drafts "
+        "its own number of tokens at every batch size"
+    ),
+}
+
+
+def check_schedule_support(method: str, engine_kwargs: Mapping[str, Any], source: str) -> None:
+    """Refuse a schedule vLLM would take and then not act on: a method whose proposer ignores
+    the scheduled k, or data parallelism (vLLM drops the schedule with a warning, since ranks
+    could choose different k)."""
+    why = IGNORES_SCHEDULE.get(method)
+    if why is not None:
+        raise ConfigError(
+            f"{source}: {SCHEDULE_KEY} does not work with method {method!r}: {why}; remove "
+            f"{SCHEDULE_KEY} and set num_speculative_tokens, or use a method that acts on it "
+            "(draft_model and ngram run a schedule on vLLM 0.32, on CPU too)"
+        )
+    dp = engine_kwargs.get("data_parallel_size")
+    if isinstance(dp, int) and not isinstance(dp, bool) and dp > 1:
+        raise ConfigError(
+            f"{source}: {SCHEDULE_KEY} with data_parallel_size={dp}: vLLM drops the schedule "
+            "and runs num_speculative_tokens at every batch size (data-parallel ranks could "
+            "choose different k and deadlock); run data_parallel_size=1, or remove "
+            f"{SCHEDULE_KEY}"
+        )
 
 
 def k_at(entries: Sequence[tuple[int, int, int]], batch_size: int) -> int:

@@ -1,5 +1,6 @@
-"""Gates on a :class:`~pytest_specdecode.measure.result.Result` and on a
-:class:`~pytest_specdecode.measure.load.LoadResult`; failures explain the figures."""
+"""Gates on a :class:`~pytest_specdecode.measure.result.Result`, a
+:class:`~pytest_specdecode.measure.load.LoadResult` and a
+:class:`~pytest_specdecode.measure.kschedule.ScheduleCheck`; failures explain the figures."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from ..errors import ConfigError, GateError, InconclusiveError
 from .equivalence import DistributionCheck
+from .kschedule import ScheduleCheck
 from .load import LoadPoint, LoadResult, rate_text
 from .result import Result
 
@@ -237,6 +239,29 @@ GATES: dict[str, Callable[[Result, float], None]] = {
     "min_match_rate": assert_outputs_equivalent,
     "max_extra_memory_gib": assert_extra_memory,
 }
+
+
+def assert_schedule_holds(check: ScheduleCheck) -> None:
+    """Fail unless the schedule's speedup is at least ``(1 - tolerance)`` times the best fixed
+    k's at every concurrency of ``check`` (from ``specdecode.check_schedule``)."""
+    if not isinstance(check, ScheduleCheck):
+        raise ConfigError(
+            "assert_schedule_holds(check): expected the ScheduleCheck of check_schedule(), got "
+            f"{type(check).__name__}"
+        )
+    if check.holds:
+        return
+    rows = "; ".join(
+        f"{row.describe()} (needs at least "
+        f"{(1 - check.tolerance) * (row.fixed_speedup or 0.0):.2f}x)"
+        for row in check.failing
+    )
+    raise GateError(
+        f"{check.nodeid}: the k schedule ({check.schedule.summary()}) is more than "
+        f"{check.tolerance:.0%} slower than the best fixed k at "
+        f"{', '.join(f'concurrency {r.concurrency}' for r in check.failing)}: {rows}. "
+        "Sweep again with more trials, or drop the schedule's ranges there (use the fixed k)"
+    )
 
 
 def check_gates(result: Result, gates: dict[str, float]) -> list[str]:

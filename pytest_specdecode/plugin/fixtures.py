@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..measure.bench import BENCH_SETTINGS, Bench
 from ..measure.choice import Ranking
 from ..measure.equivalence import DistributionCheck
+from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult
 from ..measure.result import Result
 from ..measure.sweep import Sweep
@@ -36,8 +37,8 @@ VLLM_MISSING = (
 
 class SpecDecode:
     """The ``specdecode`` fixture: a :class:`Bench` on the test's engines whose results the
-    session collects. ``run``, ``sweep``, ``choose_draft``, ``sample_equivalence`` and ``load``
-    are the Bench's."""
+    session collects. ``run``, ``sweep``, ``check_schedule``, ``choose_draft``,
+    ``sample_equivalence`` and ``load`` are the Bench's."""
 
     def __init__(
         self, session: SpecDecodeSession, spec: TestSpec, node: pytest.Item | None = None
@@ -87,6 +88,17 @@ class SpecDecode:
         sweep = self.bench.sweep(prompts, **kwargs)
         self._session.sweeps.append(sweep)
         return sweep
+
+    def check_schedule(
+        self, schedule: KSchedule, prompts: Sequence[Any], **kwargs: Any
+    ) -> ScheduleCheck:
+        """:meth:`Bench.check_schedule <pytest_specdecode.measure.bench.Bench.check_schedule>`
+        on the test's engines; the report shows the check. Gate it with
+        :func:`~pytest_specdecode.assert_schedule_holds`."""
+        __tracebackhide__ = True
+        check = self.bench.check_schedule(schedule, prompts, **kwargs)
+        self._session.schedule_checks.append(check)
+        return check
 
     def choose_draft(
         self, prompts: Sequence[Any], candidates: Mapping[str, Mapping[str, Any]], **kwargs: Any

@@ -63,6 +63,8 @@ class SpecDecodeSession:
     distribution_checks: list[Any] = field(default_factory=list)
     #: load results made with ``specdecode.load``
     loads: list[LoadResult] = field(default_factory=list)
+    #: schedule checks made with ``specdecode.check_schedule``
+    schedule_checks: list[Any] = field(default_factory=list)
     #: how each test judged its results, by result key (node id, label)
     outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)
     #: gate failures of the running tests, by result key (None: the test as a whole)
@@ -387,7 +389,7 @@ class SpecDecodeSession:
 
 #: What tests make besides results, by report key (each a ``SpecDecodeSession`` list of
 #: objects with ``nodeid`` and ``to_dict()``).
-PRODUCTS = ("sweeps", "rankings", "distribution_checks", "loads")
+PRODUCTS = ("sweeps", "rankings", "distribution_checks", "loads", "schedule_checks")
 
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
