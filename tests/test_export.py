@@ -233,7 +233,9 @@ def test_bmf_has_a_benchmark_per_load_rate() -> None:
         "value": pytest.approx(40 / 42), "lower_value": low, "upper_value": high
     }  # fmt: skip
     assert at_once["baseline-tpot-p50-ms"]["value"] == pytest.approx(40.0)
-    assert at_once["speculative-tpot-p50-ms"]["value"] == pytest.approx(42.0)
+    assert at_once["speculative-tpot-p50-ms"]["value"] == pytest.approx(
+        42.0, rel=1e-3
+    )  # pooled rounds
     assert out[f"{key}@2req/s"]["baseline-goodput"]["value"] == pytest.approx(4 / 9)
     assert out[f"{key}@2req/s"]["speculative-goodput"]["value"] == pytest.approx(8 / 9)
     assert "baseline-goodput" not in out[f"{key}[n]@1req/s"]  # no SLO, no goodput
@@ -252,11 +254,11 @@ def test_a_load_rate_without_a_gain_is_left_out_of_github_action_benchmark() -> 
         f"{key}@2req/s tpot-speedup", f"{key}@all-at-once tpot-speedup"
     ]  # fmt: skip
     assert entries[0]["value"] == pytest.approx(1.5) and entries[0]["unit"] == "x"
-    assert entries[0]["range"].startswith("95% CI 1.4")
+    assert entries[0]["range"].startswith("95% CI 1.3")
     assert entries[0]["extra"] == "baseline p50 TPOT ms 30.0; speculative p50 TPOT ms 20.0"
     assert bmf({"loads": [load]})[f"{key}@0.5req/s"] == {
         "baseline-tpot-p50-ms": {"value": pytest.approx(24.0)},
-        "speculative-tpot-p50-ms": {"value": pytest.approx(12.0)},
+        "speculative-tpot-p50-ms": {"value": pytest.approx(12.0, rel=1e-3)},
     }  # fmt: skip
 
 

@@ -25,7 +25,8 @@ from pytest_specdecode.measure.load import (
     build_point,
     check_load_args,
     percentiles,
-    tpot_gain,
+    round_gain,
+    with_intervals,
 )
 
 SLO = {"ttft_ms": 500.0, "tpot_ms": 30.0}
@@ -95,10 +96,12 @@ def test_all_at_once_and_a_duration() -> None:
         ({"burstiness": 0}, "burstiness"),
         ({"slo": {"ttft": 5}}, "unknown key 'ttft'"),
         ({"slo": {"ttft_ms": -1}}, "milliseconds above 0"),
+        ({"rounds": 1}, "rounds=...\\): expected an integer of at least 2"),
     ],
 )
 def test_bad_schedules_are_named(kwargs: dict, message: str) -> None:
-    args = {"rates": [1.0], "requests": 4, "duration": None, "burstiness": 1.0, "slo": None}
+    args = {"rates": [1.0], "requests": 4, "duration": None, "burstiness": 1.0, "slo": None,
+            "rounds": 2}  # fmt: skip
     args.update(kwargs)
     with pytest.raises(ConfigError, match=message):
         check_load_args(**args)
@@ -123,32 +126,50 @@ def test_a_summary_counts_goodput_under_the_slo_and_the_loop_s_lateness() -> Non
         request(1.0, 0.1, 0.05, late=0.002),  # TPOT 50 ms > 30
         request(1.5, 0.1, 0.01),  # meets both
     )
-    summary = LoadSummary.of(LoadRound(4.0, reqs), SLO)
+    summary = LoadSummary.of([LoadRound(4.0, reqs)], SLO)
     assert summary.requests == 4
     assert summary.goodput == pytest.approx(2 / 4.0)
     assert summary.output_tokens_per_second == pytest.approx(4 * 33 / 4.0)
     assert summary.tpot is not None and summary.tpot[50] == pytest.approx(0.02)
     assert summary.ttft is not None and summary.ttft[99] > 0.5
     assert summary.lateness_p99 == pytest.approx(0.01, rel=0.1)
-    assert LoadSummary.of(LoadRound(4.0, reqs), {}).goodput is None
+    assert LoadSummary.of([LoadRound(4.0, reqs)], {}).goodput is None
+    two = LoadSummary.of([LoadRound(4.0, reqs), LoadRound(4.0, reqs)], SLO)
+    assert two.requests == 4 and two.goodput == pytest.approx(2 / 4.0) and two.seconds == 4.0
 
 
-def test_the_tpot_gain_is_a_ratio_of_medians_with_a_paired_interval() -> None:
-    base = [request(0, 0.1, 0.020 + 0.001 * i) for i in range(12)]
-    spec = [request(0, 0.1, (0.020 + 0.001 * i) / 2) for i in range(12)]
-    gain, (low, high) = tpot_gain(base, spec)
-    assert gain == pytest.approx(2.0)
-    # perfectly paired: every resample gives the same ratio
-    assert low == pytest.approx(2.0) and high == pytest.approx(2.0)
-    noisy = [request(0, 0.1, t.tpot * (1.3 if i % 2 else 0.8)) for i, t in enumerate(spec)]  # type: ignore[operator]
-    gain, (low, high) = tpot_gain(base, noisy)
-    assert low < gain < high
-    assert math.isnan(tpot_gain(base[:1], spec[:1])[0])
+def test_a_round_s_gain_is_a_ratio_of_medians() -> None:
+    base = LoadRound(1.0, tuple(request(0, 0.1, 0.020 + 0.001 * i) for i in range(12)))
+    spec = LoadRound(1.0, tuple(request(0, 0.1, (0.020 + 0.001 * i) / 2) for i in range(12)))
+    assert round_gain(base, spec) == pytest.approx(2.0)
+    assert math.isnan(round_gain(base, LoadRound(1.0, ())))
+
+
+def test_the_gain_is_the_rounds_geometric_mean_and_its_interval_pools_their_spread() -> None:
+    def rounds(tpots: list[float]) -> list[LoadRound]:
+        return [round_of([t] * 4) for t in tpots]
+
+    low = build_point(0.5, rounds([0.02, 0.02]), rounds([0.01, 0.0125]), counters(), SLO)
+    high = build_point(8, rounds([0.02, 0.02]), rounds([0.02, 0.016]), counters(), SLO)
+    assert low.round_gains == pytest.approx((2.0, 1.6))
+    assert low.tpot_speedup == pytest.approx(math.sqrt(2.0 * 1.6))
+    assert math.isnan(low.tpot_speedup_ci[0])  # no interval before with_intervals
+    low, high = with_intervals([low, high])
+    # log gains: rate 0.5 {ln 2, ln 1.6}, rate 8 {0, ln 1.25}: pooled sd over 2 df
+    d = math.log(2.0 / 1.6)
+    sd = math.sqrt(2 * 2 * (d / 2) ** 2 / 2)
+    half = 4.302653 * sd / math.sqrt(2)
+    assert low.tpot_speedup_ci == pytest.approx(
+        (low.tpot_speedup * math.exp(-half), low.tpot_speedup * math.exp(half)), rel=1e-5
+    )
+    assert high.tpot_speedup_ci[0] < 1.0 < high.tpot_speedup_ci[1] and not high.pays
+    one = build_point(1, rounds([0.02]), rounds([0.01]), counters(), SLO)
+    assert with_intervals([one])[0] == one  # no degree of freedom: no interval
 
 
 def point(rate: float, gain: float, ci: tuple[float, float], **kw):
-    base = round_of([0.02] * 4)
-    spec = round_of([0.02 / gain] * 4)
+    base = [round_of([0.02] * 4)] * 2
+    spec = [round_of([0.02 / gain] * 4)] * 2
     p = build_point(rate, base, spec, counters(), SLO, **kw)
     from dataclasses import replace
 
@@ -191,8 +212,8 @@ def test_latency_gain_gate() -> None:
 
 
 def test_goodput_gate() -> None:
-    slow = LoadRound(10.0, tuple(request(i * 0.5, 0.1, 0.04) for i in range(4)))  # TPOT > 30 ms
-    fast = LoadRound(10.0, tuple(request(i * 0.5, 0.1, 0.01) for i in range(4)))
+    slow = [LoadRound(10.0, tuple(request(i * 0.5, 0.1, 0.04) for i in range(4)))] * 2
+    fast = [LoadRound(10.0, tuple(request(i * 0.5, 0.1, 0.01) for i in range(4)))] * 2
     good = load_result([build_point(1.0, slow, fast, counters(), SLO)])
     assert good.points[0].goodput_ratio == math.inf
     assert_goodput(good, min_ratio=1.0)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ..engines.config import EngineConfig, engine_pair
+from ..engines.config import EngineConfig, draft_model, engine_pair
 from ..engines.dynamic_sd import SCHEDULE_KEY
 from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
@@ -42,7 +42,15 @@ from .kschedule import (
     check_row,
     check_tolerance,
 )
-from .load import LoadResult, arrival_times, build_point, check_load_args, rate_text
+from .load import (
+    DEFAULT_ROUNDS,
+    LoadResult,
+    arrival_times,
+    build_point,
+    check_load_args,
+    rate_text,
+    with_intervals,
+)
 from .load_rounds import run_load
 from .paired import PairedRounds, adaptive_stop, run_paired
 from .result import Result
@@ -473,6 +481,7 @@ class Bench:
         burstiness: float = 1.0,
         slo: Mapping[str, float] | None = None,
         seed: int = 0,
+        rounds: int = DEFAULT_ROUNDS,
         temperature: float = 0.0,
         label: str | None = None,
         **sampling: Any,
@@ -486,12 +495,14 @@ class Bench:
         draws them; request i carries ``prompts[i % len(prompts)]``. ``requests`` (per rate) or
         ``duration`` (seconds of arrivals per rate) bounds each rate. ``slo`` (milliseconds:
         ``ttft_ms``, ``tpot_ms``, ``e2e_ms``) turns on goodput, the requests per second that
-        meet every bound. Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
+        meet every bound. Each rate's schedule goes to each engine ``rounds`` times (at least
+        2: the gain's interval comes from how much the rounds differ, pooled over the rates).
+        Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
         """
         __tracebackhide__ = True
         prompts = validate_prompts(prompts, "load")
         check_run_args(max_tokens, temperature, None)
-        rate_list, checked_slo = check_load_args(rates, requests, duration, burstiness, slo)
+        rate_list, checked_slo = check_load_args(rates, requests, duration, burstiness, slo, rounds)
         label = self._claim_load_label(label)
         params: dict[str, Any] = {
             "temperature": float(temperature), "max_tokens": max_tokens,
@@ -513,7 +524,7 @@ class Bench:
         with self._spending("load_seconds"):
             raw = run_load(
                 self.source, self.baseline, self.speculative, prompts, params, schedules,
-                timeout=self._timeout, progress=self._say,
+                rounds=rounds, timeout=self._timeout, progress=self._say,
             )  # fmt: skip
         if not self.engine_info:
             self.engine_info.update(raw.engine_info)
@@ -529,11 +540,11 @@ class Bench:
             nodeid=self.name, label=label, target=target, method=method,
             num_speculative_tokens=k, max_tokens=max_tokens, burstiness=float(burstiness),
             seed=seed, slo=checked_slo,
-            points=tuple(
+            points=with_intervals([
                 build_point(r.rate, r.baseline, r.speculative, r.counters, checked_slo,
-                            first=r.first, seed=seed)
+                            first=r.first)
                 for r in raw.rates
-            ),
+            ]),
             speculative_config=dict(spec.speculative_config or {}),
         )  # fmt: skip
         self.loads.append(result)
@@ -687,7 +698,8 @@ class Bench:
             for p in plan:
                 if p.scheduled_k and p.fixed_k == k:
                     run(fixed, p.concurrency, f"fixed k={k} c={p.concurrency}")
-        rows = tuple(check_row(p, measured, tol) for p in plan)
+        with_draft = draft_model(schedule.base_config) is not None
+        rows = tuple(check_row(p, measured, tol, with_draft) for p in plan)
         check = ScheduleCheck(self.name, schedule, tol, rows)
         self._say(check.summary())
         return check

@@ -11,21 +11,22 @@ import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..engines.config import draft_model
 from ..engines.protocol import Counters, LoadRound, TimedRequest
 from ..errors import ConfigError
-from .stats import percentile
+from .stats import percentile, t975
 
 #: The percentiles every latency summary gives.
 PERCENTILES = (50, 90, 99)
 #: SLO keys (milliseconds), as ``vllm bench serve --goodput ttft:... tpot:... e2el:...``, by the
 #: :class:`TimedRequest` figure they bound.
 SLO_KEYS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "e2e"}
-#: Resamples of the paired bootstrap behind the TPOT gain's interval.
-BOOTSTRAP = 2000
+#: Rounds per rate unless told otherwise: the gain's interval comes from how much the rounds
+#: of a rate differ (one round cannot show a shift of the whole machine between the two sides).
+DEFAULT_ROUNDS = 2
 #: The most requests one rate may send (a duration at a high rate could ask for millions).
 MAX_REQUESTS = 100_000
 
@@ -65,7 +66,7 @@ def arrival_times(
 
 
 def check_load_args(
-    rates: Any, requests: Any, duration: Any, burstiness: Any, slo: Any
+    rates: Any, requests: Any, duration: Any, burstiness: Any, slo: Any, rounds: Any = 2
 ) -> tuple[list[float], dict[str, float]]:
     """Validate :meth:`Bench.load`'s schedule arguments before any engine starts; the rates
     (ascending) and the SLO."""
@@ -107,6 +108,11 @@ def check_load_args(
         raise ConfigError(
             f"load(burstiness=...): expected a number above 0 (1: Poisson arrivals), got "
             f"{burstiness!r}"
+        )
+    if not number(rounds) or rounds != int(rounds) or rounds < 2:
+        raise ConfigError(
+            f"load(rounds=...): expected an integer of at least 2 (the gain's interval comes "
+            f"from how much the rounds differ), got {rounds!r}"
         )
     return sorted(float(r) for r in rates), check_slo(slo)
 
@@ -154,30 +160,32 @@ def meets(request: TimedRequest, slo: Mapping[str, float]) -> bool:
 class LoadSummary:
     """One engine at one rate: latency percentiles (seconds), throughput, goodput."""
 
-    requests: int  # requests completed
+    requests: int  # requests completed per round
     ttft: dict[int, float] | None
     tpot: dict[int, float] | None
     itl: dict[int, float] | None
     e2e: dict[int, float] | None
     output_tokens_per_second: float
     goodput: float | None  # requests per second that met the SLO (None: no SLO)
-    seconds: float  # from the first arrival to the last token
+    seconds: float  # from the first arrival to the last token, mean over rounds
     lateness_p99: float  # the arrival loop's p99 lateness against the schedule, seconds
 
     @classmethod
-    def of(cls, done: LoadRound, slo: Mapping[str, float]) -> LoadSummary:
-        reqs = done.requests
-        seconds = max(done.elapsed, 1e-9)
+    def of(cls, rounds: Sequence[LoadRound], slo: Mapping[str, float]) -> LoadSummary:
+        """One side's rounds at one rate: percentiles over every request of every round,
+        tokens and goodput per second of the rounds' own time."""
+        reqs = [q for done in rounds for q in done.requests]
+        seconds = max(sum(done.elapsed for done in rounds), 1e-9)
         tokens = sum(q.output_tokens for q in reqs)
         return cls(
-            requests=len(reqs),
+            requests=min((len(done.requests) for done in rounds), default=0),
             ttft=percentiles([q.ttft for q in reqs if q.ttft is not None]),
             tpot=percentiles([t for q in reqs if (t := q.tpot) is not None]),
             itl=percentiles([gap for q in reqs for gap in q.itl]),
             e2e=percentiles([q.e2e for q in reqs]),
             output_tokens_per_second=tokens / seconds,
             goodput=sum(meets(q, slo) for q in reqs) / seconds if slo else None,
-            seconds=done.elapsed,
+            seconds=seconds / max(len(rounds), 1),
             lateness_p99=percentile(sorted(max(0.0, q.sent - q.arrival) for q in reqs), 99)
             if reqs
             else 0.0,
@@ -209,27 +217,14 @@ class LoadSummary:
 
 
 # -- one rate: both sides -------------------------------------------------------------------
-def tpot_gain(
-    baseline: Sequence[TimedRequest], speculative: Sequence[TimedRequest], seed: int = 0
-) -> tuple[float, tuple[float, float]]:
-    """Baseline p50 TPOT / speculative p50 TPOT and its 95% interval: a paired bootstrap over
-    the requests (request i had the same prompt and arrival time on both engines, so the pairs
-    are resampled together); ``nan`` where fewer than two pairs have a TPOT."""
-    pairs = [
-        (b.tpot, s.tpot)
-        for b, s in zip(baseline, speculative, strict=False)
-        if b.tpot is not None and s.tpot is not None and s.tpot > 0
-    ]
-    if len(pairs) < 2:
-        return math.nan, (math.nan, math.nan)
-
-    def gain(sample: Sequence[tuple[float, float]]) -> float:
-        return statistics.median(b for b, _ in sample) / statistics.median(s for _, s in sample)
-
-    rng = random.Random(seed)
-    n = len(pairs)
-    gains = sorted(gain([pairs[rng.randrange(n)] for _ in range(n)]) for _ in range(BOOTSTRAP))
-    return gain(pairs), (percentile(gains, 2.5), percentile(gains, 97.5))
+def round_gain(baseline: LoadRound, speculative: LoadRound) -> float:
+    """One round's gain: baseline p50 TPOT / speculative p50 TPOT over its requests (``nan``
+    where a side has no TPOT)."""
+    b = [t for q in baseline.requests if (t := q.tpot) is not None]
+    s = [t for q in speculative.requests if (t := q.tpot) is not None]
+    if not b or not s or statistics.median(s) <= 0:
+        return math.nan
+    return statistics.median(b) / statistics.median(s)
 
 
 @dataclass(frozen=True)
@@ -239,11 +234,12 @@ class LoadPoint:
     rate: float  # requests per second (inf: all at once)
     baseline: LoadSummary
     speculative: LoadSummary
-    tpot_speedup: float  # baseline p50 TPOT / speculative p50 TPOT
-    tpot_speedup_ci: tuple[float, float]  # 95%, paired bootstrap over requests
+    tpot_speedup: float  # baseline p50 TPOT / speculative p50 TPOT (geometric mean over rounds)
+    tpot_speedup_ci: tuple[float, float]  # 95%, from the rounds' spread (see with_intervals)
     acceptance_rate: float  # accepted / draft tokens over this rate's requests
     mean_acceptance_length: float  # 1 + accepted / drafts
-    first: str = "baseline"  # which engine ran this rate first (counterbalanced)
+    first: str = "baseline"  # which engine ran this rate's first round (counterbalanced)
+    round_gains: tuple[float, ...] = ()  # each round's gain, in the order run
 
     @property
     def pays(self) -> bool:
@@ -270,6 +266,7 @@ class LoadPoint:
             "goodput_ratio": _finite(self.goodput_ratio), "pays": self.pays,
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length, "first": self.first,
+            "round_gains": [_finite(g) for g in self.round_gains],
         }  # fmt: skip
 
     @classmethod
@@ -280,25 +277,56 @@ class LoadPoint:
             LoadSummary.from_dict(data["speculative"]), _number(data.get("tpot_speedup")),
             (_number(low), _number(high)), float(data.get("acceptance_rate") or 0.0),
             float(data.get("mean_acceptance_length") or 1.0), str(data.get("first") or "baseline"),
+            tuple(_number(g) for g in data.get("round_gains") or ()),
         )  # fmt: skip
 
 
 def build_point(
     rate: float,
-    baseline: LoadRound,
-    speculative: LoadRound,
+    baseline: Sequence[LoadRound],
+    speculative: Sequence[LoadRound],
     counters: Counters,
     slo: Mapping[str, float],
     *,
     first: str = "baseline",
-    seed: int = 0,
 ) -> LoadPoint:
-    """One rate's figures from its two rounds and the speculative engine's counter delta."""
-    gain, ci = tpot_gain(baseline.requests, speculative.requests, seed)
+    """One rate's figures from its rounds (round j of each side sent the same schedule) and
+    the speculative engine's counter delta; the interval comes from :func:`with_intervals`."""
+    gains = tuple(round_gain(b, s) for b, s in zip(baseline, speculative, strict=True))
+    logs = [math.log(g) for g in gains if g > 0]
+    gain = math.exp(statistics.fmean(logs)) if logs and len(logs) == len(gains) else math.nan
     return LoadPoint(
-        rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain, ci,
-        counters.acceptance_rate, counters.mean_acceptance_length, first,
+        rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain,
+        (math.nan, math.nan), counters.acceptance_rate, counters.mean_acceptance_length, first,
+        gains,
     )  # fmt: skip
+
+
+def with_intervals(points: Sequence[LoadPoint]) -> tuple[LoadPoint, ...]:
+    """``points`` with their gains' 95% intervals: exp(mean log gain ± t · s / √rounds), where s
+    is the spread of the rounds' log gains around their rate's mean, pooled over every rate
+    (the machine's round-to-round noise is one; pooling gives it the degrees of freedom that
+    two rounds per rate alone could not). Points without a gain, or a pool without a degree of
+    freedom, get ``(nan, nan)``: no interval, so not paying."""
+    groups = [
+        [math.log(g) for g in p.round_gains]
+        for p in points
+        if p.round_gains and all(g > 0 for g in p.round_gains)
+    ]
+    df = sum(len(g) - 1 for g in groups)
+    if df < 1:
+        return tuple(points)
+    ss = sum((x - statistics.fmean(g)) ** 2 for g in groups for x in g)
+    sd = math.sqrt(ss / df)
+    out = []
+    for p in points:
+        if not p.round_gains or not all(g > 0 for g in p.round_gains):
+            out.append(p)
+            continue
+        centre = math.log(p.tpot_speedup)
+        half = t975(df) * sd / math.sqrt(len(p.round_gains))
+        out.append(replace(p, tpot_speedup_ci=(math.exp(centre - half), math.exp(centre + half))))
+    return tuple(out)
 
 
 # -- the whole load test --------------------------------------------------------------------

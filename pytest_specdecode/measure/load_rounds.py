@@ -1,7 +1,8 @@
 """Open-loop rounds on two engines: a warm-up, then each arrival rate's schedule sent to the
-baseline and to the speculative engine in counterbalanced order (baseline first at the first,
-third, ... rate; speculative first at the others) when both are resident; with a pool of one,
-every rate on the baseline, then every rate on the speculative engine."""
+baseline and to the speculative engine ``rounds`` times, in counterbalanced order (A B, B A,
+... within a rate, each rate starting with the other engine than the rate before) when both
+are resident; with a pool of one, every round on the baseline, then
+every round on the speculative engine."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ class RateRounds:
     """What one rate measured, before any figure is derived."""
 
     rate: float
-    baseline: LoadRound
-    speculative: LoadRound
-    counters: Counters  # the speculative engine's, over its round at this rate
-    first: str  # "baseline" or "speculative"
+    baseline: tuple[LoadRound, ...]  # round j of each side sent the same schedule
+    speculative: tuple[LoadRound, ...]
+    counters: Counters  # the speculative engine's, over its rounds at this rate
+    first: str  # which engine ran this rate's first round: "baseline" or "speculative"
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class LoadRounds:
 
     @property
     def other_requests(self) -> int:
-        return sum(r.baseline.other_requests + r.speculative.other_requests for r in self.rates)
+        return sum(q.other_requests for r in self.rates for q in (*r.baseline, *r.speculative))
 
 
 def run_load(
@@ -47,25 +48,19 @@ def run_load(
     sampling: Mapping[str, Any],
     schedules: Mapping[float, Sequence[float]],
     *,
+    rounds: int = 2,
     timeout: float | None = None,
     progress: Progress = lambda _: None,
 ) -> LoadRounds:
     """Warm each engine up with one closed round of ``prompts``, then send each rate's
-    schedule (``rate -> arrival times``, the request i carrying ``prompts[i % len]``) to both."""
+    schedule (``rate -> arrival times``, the request i carrying ``prompts[i % len]``) to both,
+    ``rounds`` times."""
     __tracebackhide__ = True
     together = source.max_engines >= 2
-    keep_b, keep_s = ([speculative], [baseline]) if together else ([], [])
     rates = sorted(schedules)
-
-    def batch(rate: float) -> list[Any]:
-        return [prompts[i % len(prompts)] for i in range(len(schedules[rate]))]
-
-    def send(engine: EngineBackend, rate: float) -> LoadRound:
-        __tracebackhide__ = True
-        return engine.load_round(batch(rate), sampling, list(schedules[rate]))
-
-    rounds: dict[tuple[str, float], LoadRound] = {}
-    counters: dict[float, Counters] = {}
+    done: dict[tuple[str, float], list[LoadRound]] = {}
+    counters: dict[float, Counters] = {rate: Counters() for rate in rates}
+    firsts: dict[float, str] = {}
 
     def warm(engine: EngineBackend) -> None:
         __tracebackhide__ = True
@@ -73,51 +68,65 @@ def run_load(
 
     def measure(which: str, engine: EngineBackend, rate: float) -> None:
         __tracebackhide__ = True
+        firsts.setdefault(rate, which)
+        batch = [prompts[i % len(prompts)] for i in range(len(schedules[rate]))]
         before = engine.counters() if which == "speculative" else None
-        rounds[which, rate] = send(engine, rate)
+        done.setdefault((which, rate), []).append(
+            engine.load_round(batch, sampling, list(schedules[rate]))
+        )
         if before is not None:
-            counters[rate] = engine.counters().since(before)
+            counters[rate] = counters[rate] + engine.counters().since(before)
 
     if together:
-        base = source.acquire(baseline, keep=keep_b, timeout=timeout)
-        spec = source.acquire(speculative, keep=keep_s, timeout=timeout)
+        base = source.acquire(baseline, keep=[speculative], timeout=timeout)
+        spec = source.acquire(speculative, keep=[baseline], timeout=timeout)
         warm(base)
         warm(spec)
         for i, rate in enumerate(rates):
-            order = [("baseline", base), ("speculative", spec)]
-            for which, engine in order if i % 2 == 0 else order[::-1]:
-                measure(which, engine, rate)
-            _say(progress, i, rates, rounds)
+            for j in range(rounds):
+                order = [("baseline", base), ("speculative", spec)]
+                for which, engine in order if (i + j) % 2 == 0 else order[::-1]:
+                    measure(which, engine, rate)
+            _say(progress, i, rates, done)
         info = dict(spec.info)
     else:
         base = source.acquire(baseline, timeout=timeout)
         warm(base)
         for rate in rates:
-            measure("baseline", base, rate)
+            for _ in range(rounds):
+                measure("baseline", base, rate)
         spec = source.acquire(speculative, timeout=timeout)
         warm(spec)
         for i, rate in enumerate(rates):
-            measure("speculative", spec, rate)
-            _say(progress, i, rates, rounds)
+            for _ in range(rounds):
+                measure("speculative", spec, rate)
+            _say(progress, i, rates, done)
         info = dict(spec.info)
     return LoadRounds(
         tuple(
             RateRounds(
-                rate, rounds["baseline", rate], rounds["speculative", rate], counters[rate],
-                "speculative" if together and i % 2 else "baseline",
+                rate, tuple(done["baseline", rate]), tuple(done["speculative", rate]),
+                counters[rate], firsts[rate],
             )
-            for i, rate in enumerate(rates)
+            for rate in rates
         ),
         info,
     )  # fmt: skip
 
 
 def _say(
-    progress: Progress, i: int, rates: list[float], rounds: Mapping[tuple[str, float], LoadRound]
+    progress: Progress,
+    i: int,
+    rates: list[float],
+    done: Mapping[tuple[str, float], list[LoadRound]],
 ) -> None:
     rate = rates[i]
-    base, spec = rounds["baseline", rate], rounds["speculative", rate]
+    base, spec = done["baseline", rate], done["speculative", rate]
+
+    def seconds(rounds: list[LoadRound]) -> str:
+        return "/".join(f"{r.elapsed:.2f}" for r in rounds)
+
     progress(
-        f"load {i + 1}/{len(rates)}: {rate_text(rate)}, {len(base.requests)} requests: "
-        f"baseline {base.elapsed:.2f} s, speculative {spec.elapsed:.2f} s"
+        f"load {i + 1}/{len(rates)}: {rate_text(rate)}, {len(base[0].requests)} requests x "
+        f"{len(base)} rounds: baseline {seconds(base)} s, speculative {seconds(spec)} s"
     )
