@@ -35,6 +35,9 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
     "concurrency": {"min_speedup": 1.1, "min_acceptance_rate": 0.45},
     "long_context": {"min_speedup": 1.1, "min_acceptance_rate": 0.45, "max_long_to_short": 1.0},
     "load": {"min_latency_gain": 1.2, "slo_ttft_ms": 2000.0, "slo_tpot_ms": 100.0},
+    # tolerance: how close to the fastest k a smaller k must be to be scheduled;
+    # check_tolerance: how close the schedule must come to the best fixed k when checked
+    "k_schedule": {"tolerance": 0.05, "check_tolerance": 0.1},
 }
 
 #: Engines resident at once on the tiny models (the plugin's default is 2).

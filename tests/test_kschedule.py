@@ -121,6 +121,17 @@ def test_the_engine_k_is_the_largest_scheduled_one_and_a_schedule_in_the_base_is
     assert off.entries == ((1, 1, 0),) and off.speculative_config["num_speculative_tokens"] == 4
 
 
+def test_a_sweep_of_a_scheduled_config_runs_each_k_fixed() -> None:
+    source = FakeSource()
+    bench = Bench("org/target", {**DRAFT, KEY: [[1, 8, 4], [9, 64, 1]]}, source=source,
+                  progress=None)  # fmt: skip
+    sweep = bench.sweep(["p"], max_tokens=4, num_speculative_tokens=[1, 2], concurrency=[16])
+    assert sweep.base_config == DRAFT
+    assert [r.speculative_config for r in bench.results] == [
+        {**DRAFT, "num_speculative_tokens": k} for k in (1, 2)
+    ]
+
+
 def test_bad_tolerances_and_empty_sweeps_are_refused() -> None:
     for bad in (-0.1, 1.0, "5%", True):
         with pytest.raises(ConfigError, match=r"schedule\(tolerance=...\): expected a fraction"):
@@ -264,6 +275,7 @@ def test_check_runs_the_schedule_against_the_best_fixed_k_at_each_concurrency() 
     assert rows[8].fixed_speedup == pytest.approx(1.8, rel=0.05)
     assert rows[32].scheduled_speedup is None and rows[32].fixed_speedup == pytest.approx(0.9, 0.05)
     assert "speculation off: the sweep's best k=1 was slower than the target alone" in rows[32].note
+    assert "vLLM still runs one draft forward pass per step at k=0" in rows[32].note
     assert check.holds and all(row.holds for row in check.rows)
     assert_schedule_holds(check)
     scheduled = bench.results[9]

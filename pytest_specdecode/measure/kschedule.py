@@ -410,15 +410,27 @@ def check_plan(schedule: KSchedule, concurrencies: Sequence[int]) -> list[Planne
     return plan
 
 
-def check_row(planned: Planned, results: Mapping[str, Result], tolerance: float) -> ScheduleRow:
+#: What a k = 0 range costs with a draft model: vLLM 0.32 still runs one draft forward pass
+#: per step to keep the draft's KV cache in sync (``llm_base_proposer.py``); on the tiny CPU
+#: models that made batch-8 rounds about 1.3x slower than the baseline's.
+DRAFT_STILL_RUNS = (
+    "; not free with a draft model: vLLM still runs one draft forward pass per step at k=0"
+)
+
+
+def check_row(
+    planned: Planned, results: Mapping[str, Result], tolerance: float, with_draft: bool = False
+) -> ScheduleRow:
     """The row of one concurrency from the runs labelled ``schedule c=N`` and
-    ``fixed k=K c=N``; where the schedule is off, from the sweep's choice."""
+    ``fixed k=K c=N``; where the schedule is off, from the sweep's choice (``with_draft``: the
+    proposer is a draft model, whose cost an off range does not remove)."""
     c, choice = planned.concurrency, planned.choice
     if not planned.scheduled_k:
         if planned.measured:
             note = (
                 f"speculation off: the sweep's best k={choice.best_k} was slower than the "
                 f"target alone: {_speedup(choice.best_speedup, choice.best_speedup_ci)}"
+                f"{DRAFT_STILL_RUNS if with_draft else ''}"
             )
             return ScheduleRow(
                 c, 0, choice.best_k, None, None, choice.best_speedup, choice.best_speedup_ci,

@@ -1,0 +1,32 @@
+"""Which k at which batch size: sweep k x concurrency, turn the sweep into vLLM's
+``num_speculative_tokens_per_batch_size`` schedule, and check that schedule against the best
+fixed k at each concurrency.
+
+At batch 1 decode is memory-bound and a long draft pays; as the batch grows the verify pass
+competes for compute, so a shorter draft (or none) does as well. The schedule takes, per
+measured concurrency, the smallest k within the tolerance of the fastest (k=0 where even the
+fastest is slower than the target alone); vLLM's scheduler then picks k by batch size itself.
+"""
+
+import pytest
+from support import prompts
+
+from pytest_specdecode import assert_schedule_holds
+
+PROMPTS = [p.prompt for p in prompts("structured")][:4]
+KS = [1, 2, 4]
+CONCURRENCY = [1, 8, 32]
+
+
+@pytest.mark.specdecode("k_schedule", trials=3)
+def test_k_schedule_holds(specdecode, gates):  # type: ignore[no-untyped-def]
+    sweep = specdecode.sweep(
+        PROMPTS, max_tokens=32, num_speculative_tokens=KS, concurrency=CONCURRENCY
+    )
+    schedule = sweep.schedule(tolerance=gates["tolerance"])
+    entries = schedule.entries
+    assert entries[0][0] == 1 and entries[-1][1] == max(CONCURRENCY), schedule.summary()
+    check = specdecode.check_schedule(
+        schedule, PROMPTS, max_tokens=32, tolerance=gates["check_tolerance"]
+    )
+    assert_schedule_holds(check)
