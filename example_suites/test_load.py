@@ -13,13 +13,13 @@ from support import prompts
 from pytest_specdecode import assert_latency_gain
 
 PROMPTS = [p.prompt for p in prompts("structured")]
-RATES = [1.0, 16.0, float("inf")]
+RATES = [2.0, 16.0, float("inf")]
 
 
 @pytest.mark.specdecode("load")
 def test_latency_gain_shrinks_with_traffic(specdecode, gates):  # type: ignore[no-untyped-def]
     result = specdecode.load(
-        PROMPTS, max_tokens=32, rates=RATES, requests=16,
+        PROMPTS, max_tokens=32, rates=RATES, requests=12,
         slo={"ttft_ms": gates["slo_ttft_ms"], "tpot_ms": gates["slo_tpot_ms"]},
     )  # fmt: skip
     assert_latency_gain(result, at_rate=RATES[0], min=gates["min_latency_gain"])
