@@ -8,7 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,85 @@ def kill_run(proc: subprocess.Popen[str], tag: str) -> None:
             os.kill(int(entry.split(":")[0]), signal.SIGKILL)
         except OSError:
             pass
+
+
+#: A conftest (or module) text that makes the rename ending an atomic write of the file named
+#: ``$SLOW_FILE`` announce itself and wait ``$SLOW_SECONDS`` (default 120): a Ctrl-C then lands
+#: inside the write, the new text complete in its temporary file.
+SLOW_RENAME = """
+import os, sys, time
+
+_replace = os.replace
+
+
+def _slow_replace(src, dst, *args, **kwargs):
+    if os.path.basename(os.fspath(dst)) == os.environ["SLOW_FILE"]:
+        print(f"[test] renaming {src} to {dst}", file=sys.stderr, flush=True)
+        time.sleep(float(os.environ.get("SLOW_SECONDS", "120")))
+    return _replace(src, dst, *args, **kwargs)
+
+
+os.replace = _slow_replace
+"""
+
+
+def default_sigint() -> None:
+    """A terminal's SIGINT handling for a child: a shell without job control starts
+    background jobs with SIGINT ignored, and Python then installs no KeyboardInterrupt
+    handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Proc:
+    """A command run in a session of its own (as from a terminal), tagged (see
+    :func:`tagged_env`), its output lines (stdout and stderr together) collected as they
+    come."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.tag = f"specdecode-proc-{uuid.uuid4().hex}"
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            args, cwd=cwd, env={**tagged_env(self.tag), **(env or {})},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True, preexec_fn=default_sigint,
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def count(self, text: str) -> int:
+        return sum(text in line for line in list(self.lines))
+
+    def wait_for(self, found: Callable[[], bool], what: str, timeout: float = 400) -> None:
+        deadline = time.monotonic() + timeout
+        while not found():
+            assert self.proc.poll() is None, f"the run ended before {what}:\n{self.output}"
+            assert time.monotonic() < deadline, f"no {what} within {timeout} s:\n{self.output}"
+            time.sleep(0.1)
+
+    def ctrl_c(self) -> None:
+        """A terminal's Ctrl-C: SIGINT to the run's process group."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+
+    def exits(self, within: float) -> int:
+        """Wait for the exit (at most ``within`` seconds after a Ctrl-C); its status."""
+        import pytest
+
+        try:
+            self.proc.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {within} s after Ctrl-C:\n{self.output}")
+        self._reader.join(10)
+        return self.proc.returncode
+
+    def kill_leftovers(self) -> None:
+        """Whatever the test's outcome, leave nothing running."""
+        kill_run(self.proc, self.tag)

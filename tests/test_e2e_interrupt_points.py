@@ -7,13 +7,8 @@ within :data:`EXIT_SECONDS`, leaves no process behind, and no output file half-w
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,12 +16,12 @@ import pytest
 
 from .e2e_support import (
     ENGINE_KWARGS,
+    SLOW_RENAME,
+    Proc,
     build_pair,
-    kill_run,
     needs_vllm,
     processes_with_tag,
     surviving_processes,
-    tagged_env,
 )
 
 pytestmark = [needs_vllm, pytest.mark.slow]
@@ -58,85 +53,10 @@ with Bench(target, spec, engine, trials=50) as bench:
     {body}
 """
 
-#: Makes the rename that ends an atomic write of ``SLOW_FILE`` announce itself and wait, so
-#: the Ctrl-C lands inside the write (the new text complete in its temporary file).
-SLOW_RENAME = """
-import os, sys, time
-
-_replace = os.replace
-
-
-def _slow_replace(src, dst, *args, **kwargs):
-    if os.path.basename(os.fspath(dst)) == os.environ["SLOW_FILE"]:
-        print(f"[test] renaming {src} to {dst}", file=sys.stderr, flush=True)
-        time.sleep(120)
-    return _replace(src, dst, *args, **kwargs)
-
-
-os.replace = _slow_replace
-"""
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return build_pair(tmp_path_factory.mktemp("interrupt-points") / "pair")
-
-
-class Proc:
-    """A command run in a session of its own (as from a terminal), its output lines (stdout
-    and stderr together) collected as they come."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.tag = f"specdecode-point-{uuid.uuid4().hex}"
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            args, cwd=cwd, env={**tagged_env(self.tag), **(env or {})},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            # a shell without job control starts background jobs with SIGINT ignored
-            start_new_session=True, preexec_fn=_default_sigint,
-        )  # fmt: skip
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def count(self, text: str) -> int:
-        return sum(text in line for line in list(self.lines))
-
-    def wait_for(self, found: Callable[[], bool], what: str, timeout: float = 400) -> None:
-        deadline = time.monotonic() + timeout
-        while not found():
-            assert self.proc.poll() is None, f"the run ended before {what}:\n{self.output}"
-            assert time.monotonic() < deadline, f"no {what} within {timeout} s:\n{self.output}"
-            time.sleep(0.1)
-
-    def ctrl_c(self) -> None:
-        """A terminal's Ctrl-C: SIGINT to the run's process group."""
-        os.killpg(self.proc.pid, signal.SIGINT)
-
-    def exits(self, within: float = EXIT_SECONDS) -> int:
-        """Wait for the exit (at most ``within`` seconds); its status."""
-        try:
-            self.proc.wait(timeout=within)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running {within} s after Ctrl-C:\n{self.output}")
-        self._reader.join(10)
-        return self.proc.returncode
-
-    def kill_leftovers(self) -> None:
-        """Whatever the test's outcome, leave nothing running."""
-        kill_run(self.proc, self.tag)
 
 
 @pytest.fixture
@@ -187,7 +107,7 @@ def test_ctrl_c_during_the_warm_up(start: Callable[..., Proc]) -> None:
     p = start(f"specdecode.run({PROMPTS!r}, max_tokens=256, trials=50)")
     p.wait_for(lambda: _both_ready(p), "both engines ready")
     p.ctrl_c()  # the warm-up round (one per engine, 4 x 256 tokens) starts on their start
-    assert p.exits() != 0
+    assert p.exits(EXIT_SECONDS) != 0
     assert not p.count("round 1/"), p.output  # it was still warming up
     assert "KeyboardInterrupt" in p.output, p.output
     assert surviving_processes(p.tag) == []
@@ -200,7 +120,7 @@ def test_ctrl_c_while_the_draft_is_timed_alone(start: Callable[..., Proc]) -> No
     p.wait_for(lambda: p.count("alone for the cost ratio") == 1, "the cost-ratio timing")
     p.wait_for(lambda: p.count("draft model alone (") >= 2, "the draft alone ready")
     p.ctrl_c()
-    assert p.exits() != 0
+    assert p.exits(EXIT_SECONDS) != 0
     assert "in measure_draft_tpot" in p.output, p.output  # the traceback: timing the draft
     assert p.lines[-1].startswith("KeyboardInterrupt"), p.output
     assert not [line for line in p.lines if "Warning" in line or "leaked" in line], p.output
@@ -218,7 +138,7 @@ def test_ctrl_c_during_sample_equivalence(start: Callable[..., Proc], how: str) 
     p.wait_for(lambda: _both_ready(p), "both engines ready")
     time.sleep(1)
     p.ctrl_c()
-    assert p.exits() != 0
+    assert p.exits(EXIT_SECONDS) != 0
     assert "KeyboardInterrupt" in p.output, p.output
     if how == "script":
         assert "in sample_equivalence" in p.output, p.output
@@ -238,7 +158,7 @@ def test_a_second_ctrl_c_while_shutting_down(start: Callable[..., Proc]) -> None
     p.wait_for(lambda: len(_engine_cores(p.tag)) < cores, "the busy engine killed", 10)
     assert _engine_cores(p.tag), "both engines were gone before the second Ctrl-C"
     p.ctrl_c()
-    assert p.exits() != 0
+    assert p.exits(EXIT_SECONDS) != 0
     assert "in run_paired" in p.output and "    gen(base)\n" in p.output, p.output  # warm-up
     assert p.lines[-1].startswith("KeyboardInterrupt"), p.output
     assert surviving_processes(p.tag) == []
@@ -262,7 +182,7 @@ def test_ctrl_c_while_an_output_file_is_written(
     )
     p.wait_for(lambda: p.count("[test] renaming ") == 1, f"the write of {slow}", 600)
     p.ctrl_c()
-    assert p.exits() != 0
+    assert p.exits(EXIT_SECONDS) != 0
     assert "KeyboardInterrupt" in p.output, p.output
     assert surviving_processes(p.tag) == []
     assert sorted(f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")) == []

@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from .e2e_support import kill_run, needs_vllm, processes_with_tag, surviving_processes, tagged_env
+from .e2e_support import (
+    default_sigint,
+    kill_run,
+    needs_vllm,
+    processes_with_tag,
+    surviving_processes,
+    tagged_env,
+)
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -40,10 +47,6 @@ def _cheaper(source: str, trials: int, max_tokens: int) -> str:
     return source
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 class Script:
     """The example run as a plain script in a session of its own (as from a terminal), its
     stderr lines collected as they come, and what its processes hold in /dev/shm recorded."""
@@ -58,7 +61,7 @@ class Script:
         self.proc = subprocess.Popen(
             [sys.executable, str(path)], cwd=root, env=tagged_env(self.tag),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True, preexec_fn=_default_sigint,
+            start_new_session=True, preexec_fn=default_sigint,
         )  # fmt: skip
         self.out: list[str] = []
         self._done = threading.Event()

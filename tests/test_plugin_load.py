@@ -45,7 +45,7 @@ def test_the_schedule_is_the_same_on_both_engines_and_seeded() -> None:
     other = a.load(["p"], max_tokens=8, rates=[2.0], requests=6, seed=2)
     assert other.points[0].baseline != first.points[0].baseline
     assert [r.label for r in a.loads] == ["", "#2", "#3"]
-    with pytest.raises(ConfigError, match="already measured a load under that label"):
+    with pytest.raises(ConfigError, match="already stored a load under the key"):
         a.load(["p"], max_tokens=8, rates=[2.0], requests=6, label="#2")
 
 

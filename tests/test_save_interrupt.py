@@ -5,18 +5,14 @@ is left beside it."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from pytest_specdecode.baselines.files import atomic_write_text
 
+from .e2e_support import SLOW_RENAME, Proc
 from .fakes import CONFTEST as FAKE_CONFTEST
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,67 +27,21 @@ def test_run(specdecode):
     specdecode.run(["p1", "p2"], max_tokens=4, trials=2)
 """
 
-#: The rename that ends an atomic write of the file named ``SLOW_FILE`` announces itself and
-#: waits: a Ctrl-C then lands inside the write, the new text complete in its temporary file.
-SLOW_RENAME = """
-import os, sys, time
-
-_replace = os.replace
-
-
-def _slow_replace(src, dst, *args, **kwargs):
-    if os.path.basename(os.fspath(dst)) == os.environ["SLOW_FILE"]:
-        print(f"[test] renaming {src} to {dst}", file=sys.stderr, flush=True)
-        time.sleep(60)
-    return _replace(src, dst, *args, **kwargs)
-
-
-os.replace = _slow_replace
-"""
-
 BEFORE = '{"format_version": 1, "results": [], "environment": {}, "session": {}}\n'
 #: How long the process may take to exit after the Ctrl-C.
 EXIT_SECONDS = 20
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _interrupted(args: list[str], cwd: Path, slow: str) -> tuple[int, str]:
     """Run ``args``; Ctrl-C (to its process group) once the write of ``slow`` reaches its
     rename; its exit status and output."""
-    env = {**os.environ, "SLOW_FILE": slow}
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    proc = subprocess.Popen(
-        args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, preexec_fn=_default_sigint,
-    )  # fmt: skip
-    lines: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        lines.extend(proc.stdout)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    p = Proc(args, cwd, {"SLOW_FILE": slow, "SLOW_SECONDS": "60", "GITHUB_STEP_SUMMARY": ""})
     try:
-        deadline = time.monotonic() + 120
-        while not any("[test] renaming" in line for line in list(lines)):
-            assert proc.poll() is None, "".join(lines)
-            assert time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=EXIT_SECONDS)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running {EXIT_SECONDS} s after Ctrl-C:\n{''.join(lines)}")
-        reader.join(10)
-        return proc.returncode, "".join(lines)
+        p.wait_for(lambda: bool(p.count("[test] renaming")), "the rename", 120)
+        p.ctrl_c()
+        return p.exits(EXIT_SECONDS), p.output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        p.kill_leftovers()
 
 
 def _files(folder: Path) -> list[str]:

@@ -361,27 +361,32 @@ class Bench:
             return fixed, None, thresholds
         return most, lambda r: all(stop(r) for stop in stops), thresholds
 
-    def _claim_label(self, label: str | None, taken: set[str] | None = None) -> str:
-        """The key suffix of the next result: ``label``, or automatically ``""`` for the first
-        run and ``#n`` (the next free n) after it. A key this Bench stored already is refused:
-        two workloads under one key would be merged and compared as one."""
+    def _claim_label(
+        self, label: str | None, taken: set[str] | None = None, call: str = "run"
+    ) -> str:
+        """The key suffix of the next result of ``call`` (``run``, or ``load`` with a key space
+        of its own): ``label``, or automatically ``""`` for the first and ``#n`` (the next free
+        n) after it. A key this Bench stored already is refused: two workloads under one key
+        would be merged and compared as one."""
         __tracebackhide__ = True
-        taken = {r.label for r in self.results} if taken is None else taken
+        made: Sequence[Result | LoadResult] = self.loads if call == "load" else self.results
+        taken = {r.label for r in made} if taken is None else taken
         if label is None:
-            if not self.results:
+            if not made:
                 return ""
-            n = len(self.results) + 1
+            n = len(made) + 1
             while f"#{n}" in taken:
                 n += 1
             return f"#{n}"
         if not isinstance(label, str):
-            raise ConfigError(f"run(label=...): expected a string, got {label!r:.80}")
+            raise ConfigError(f"{call}(label=...): expected a string, got {label!r:.80}")
         if label in taken:
             key = f"{self.name}[{label}]" if label else self.name
             raise ConfigError(
-                f"{self.name}: run(label={label!r}): this test already stored a result "
-                f"under the key {key!r}; give each run() of a test a distinct label, e.g. "
-                'run(..., label="short") and run(..., label="long")'
+                f"{self.name}: {call}(label={label!r}): this test already stored a "
+                f"{'load' if call == 'load' else 'result'} under the key {key!r}; give each "
+                f'{call}() of a test a distinct label, e.g. {call}(..., label="short") and '
+                f'{call}(..., label="long")'
             )
         return label
 
@@ -503,7 +508,7 @@ class Bench:
         prompts = validate_prompts(prompts, "load")
         check_run_args(max_tokens, temperature, None)
         rate_list, checked_slo = check_load_args(rates, requests, duration, burstiness, slo, rounds)
-        label = self._claim_load_label(label)
+        label = self._claim_label(label, call="load")
         params: dict[str, Any] = {
             "temperature": float(temperature), "max_tokens": max_tokens,
             "ignore_eos": True, "seed": seed, **sampling,
@@ -552,26 +557,6 @@ class Bench:
         if self._on_load is not None:
             self._on_load(result)
         return result
-
-    def _claim_load_label(self, label: str | None) -> str:
-        """The key suffix of the next load result (as :meth:`_claim_label` for runs)."""
-        __tracebackhide__ = True
-        taken = {r.label for r in self.loads}
-        if label is None:
-            if not self.loads:
-                return ""
-            n = len(self.loads) + 1
-            while f"#{n}" in taken:
-                n += 1
-            return f"#{n}"
-        if not isinstance(label, str):
-            raise ConfigError(f"load(label=...): expected a string, got {label!r:.80}")
-        if label in taken:
-            raise ConfigError(
-                f"{self.name}: load(label={label!r}): this test already measured a load under "
-                "that label; give each load() of a test a distinct label"
-            )
-        return label
 
     # -- sweeps and distributions -----------------------------------------------------------
     def sweep(
