@@ -303,3 +303,88 @@ def test_load_names_from_files_are_escaped() -> None:
     text = render_loads([data]) + load_line(data)
     assert "\x1b" not in text and "\x07" not in text
     assert "test_\\x1b[2J [\\x07]" in text and "t.py::test_\\x1b[2J[\\x07]" in text
+
+
+# --- k schedules (Sweep.schedule) and their checks (check_schedule) ---------------------------
+def test_schedule_table_gives_each_measured_concurrency_its_range_and_both_speedups() -> None:
+    from pytest_specdecode.reporting.table import SCHEDULE_HEADERS, render_schedule, schedule_rows
+
+    from .schedule_reports import sweep_dict
+
+    schedule = sweep_dict()["schedule"]
+    assert schedule_rows(schedule) == [
+        ["1", "c=1", "4", "2.29x [2.21-2.38]", "4", "2.29x [2.21-2.38]"],
+        ["2-8", "c=8", "2", "1.80x [1.76-1.83]", "4", "1.82x [1.77-1.87]"],
+        ["9-32", "c=32", "0 (off)", "off", "1", "0.89x [0.85-0.93]"],
+    ]
+    assert render_schedule(schedule).splitlines()[0].split("  ")[0] == SCHEDULE_HEADERS[0]
+
+
+def test_schedule_line_and_the_config_to_paste_are_the_schedules_own() -> None:
+    from pytest_specdecode.reporting.table import (
+        config_line,
+        schedule_line,
+        speculative_config_json,
+    )
+
+    from .schedule_reports import NODEID, sweep, sweep_dict
+
+    schedule = sweep_dict()["schedule"]
+    assert schedule_line(schedule) == f"{NODEID}: {sweep().schedule().summary()}"
+    assert schedule_line(schedule) == (
+        f"{NODEID}: k=4 at batch 1, k=2 up to 8, off above 8 (measured up to batch 32; larger "
+        "batches stay off, as vLLM carries the last range forward)"
+    )
+    text = (
+        '{"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4, '
+        '"num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 8, 2], [9, 32, 0]]}'
+    )
+    assert speculative_config_json(schedule) == text
+    assert json.loads(text) == sweep().schedule().speculative_config
+    assert config_line(schedule) == f"--speculative-config '{text}'"
+    # a quote in a model path stays one shell word
+    quoted = dict(schedule, base_config={**schedule["base_config"], "model": "it's/draft"})
+    assert config_line(quoted).startswith("--speculative-config '{\"method\": \"draft_model\", ")
+    assert "\"model\": \"it'\"'\"'s/draft\"" in config_line(quoted)
+
+
+def test_check_table_gives_both_speedups_and_where_the_schedule_holds() -> None:
+    from pytest_specdecode.reporting.table import check_line, check_rows
+
+    from .schedule_reports import FELL_SHORT, check, check_dict
+
+    assert check_rows(check_dict()) == [
+        ["1", "4", "2.30x [2.22-2.38]", "4", "2.33x [2.17-2.50]", "yes"],
+        ["8", "2", "1.75x [1.69-1.81]", "4", "1.82x [1.72-1.92]", "yes"],
+        ["32", "0 (off)", "-", "1", "0.89x [0.85-0.93]", "yes (off)"],
+    ]
+    assert [row[-1] for row in check_rows(check_dict(FELL_SHORT))] == ["yes", "NO", "yes (off)"]
+    assert check_line(check_dict(FELL_SHORT)) == check(FELL_SHORT).summary()
+    assert " does not hold at c=8 (more than 5% slower than the best fixed k): " in check_line(
+        check_dict(FELL_SHORT)
+    )
+    # past the sweep's concurrencies the schedule stays off and nothing was measured
+    beyond = check_rows(check_dict(concurrencies=(8, 64)))
+    assert beyond[1] == ["64", "0 (off)", "-", "1", "-", "yes (off)"]
+
+
+def test_summary_shows_each_schedule_and_check_after_the_sweeps() -> None:
+    from pytest_specdecode.reporting.table import SCHEDULE_LEGEND, summary_lines
+
+    from .schedule_reports import FELL_SHORT, check_dict, sweep_dict
+
+    session = {"wall_seconds": 1.0, "workers": 1, "time": {}}
+    sweep = sweep_dict()
+    lines = summary_lines([], [sweep], [], [], session, schedule_checks=[check_dict(FELL_SHORT)])
+    assert lines[0].startswith("sweep ")
+    assert lines[1].startswith("schedule suite/test_k_schedule.py::test_k_schedule: k=4 at batch")
+    assert lines[2].splitlines()[3].split() == ["2-8", "c=8", "2", "1.80x", "[1.76-1.83]", "4",
+                                                "1.82x", "[1.77-1.87]"]  # fmt: skip
+    assert lines[3].startswith("--speculative-config '{\"method\": \"draft_model\"")
+    assert lines[4].startswith("check_schedule suite/test_k_schedule.py::test_k_schedule: ")
+    assert lines[5].splitlines()[3].split() == ["8", "2", "1.40x", "[1.35-1.45]", "4", "1.82x",
+                                                "[1.72-1.92]", "NO"]  # fmt: skip
+    assert lines.index(SCHEDULE_LEGEND) == len(lines) - 2
+    # a sweep of the previous format (no schedule) and no checks: no schedule lines, no legend
+    plain = summary_lines([], [{**sweep, "schedule": None}], [], [], session)
+    assert len(plain) == 3 and SCHEDULE_LEGEND not in plain

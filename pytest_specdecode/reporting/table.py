@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
 from tabulate import tabulate
 
+from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, LoadSummary, rate_text
 from .checklist import spread
 
@@ -207,6 +210,126 @@ def sweep_line(sweep: Mapping[str, Any]) -> str:
     return printable(f"{sweep.get('nodeid')}: best k per concurrency: {best}; {tail}")
 
 
+def _interval(value: float | None, ci: Sequence[float] | None) -> str:
+    """``1.80x [1.76-1.83]``; ``-`` when not measured."""
+    if value is None:
+        return "-"
+    low, high = ci if ci is not None else (None, None)
+    return f"{_fixed(value, '.2f')}x [{_fixed(low, '.2f')}-{_fixed(high, '.2f')}]"
+
+
+def _k(k: int) -> str:
+    return "0 (off)" if k == 0 else str(k)
+
+
+SCHEDULE_HEADERS = (
+    "batch sizes", "measured at", "k", "speedup [95% CI]", "best k", "best speedup [95% CI]",
+)  # fmt: skip
+
+
+def schedule_rows(schedule: Mapping[str, Any]) -> list[list[str]]:
+    """One row per concurrency a sweep measured, from a schedule dict
+    (``KSchedule.to_dict()``): the batch-size range that runs its choice, the k chosen there
+    (0: speculation off, the target alone), that k's speedup and the best k's, each with its
+    95% interval."""
+    parsed = KSchedule.from_dict(schedule)
+    out = []
+    for choice in parsed.choices:
+        start, end, _ = next(e for e in parsed.entries if e[0] <= choice.concurrency <= e[1])
+        cells = [
+            f"{start}-{end}" if start != end else str(start),
+            f"c={choice.concurrency}",
+            _k(choice.k),
+            "off" if choice.k == 0 else _interval(choice.speedup, choice.speedup_ci),
+            str(choice.best_k),
+            _interval(choice.best_speedup, choice.best_speedup_ci),
+        ]
+        out.append([printable(cell) for cell in cells])
+    return out
+
+
+def render_schedule(schedule: Mapping[str, Any], tablefmt: str = "simple") -> str:
+    """A sweep's k schedule as a table (:func:`schedule_rows`)."""
+    return tabulate(
+        schedule_rows(schedule), headers=SCHEDULE_HEADERS, tablefmt=tablefmt,
+        disable_numparse=True,
+    )  # fmt: skip
+
+
+def schedule_line(schedule: Mapping[str, Any]) -> str:
+    """Which k at which batch size (as ``KSchedule.summary()`` says it)."""
+    parsed = KSchedule.from_dict(schedule)
+    return printable(f"{parsed.nodeid}: {parsed.summary()}")
+
+
+def speculative_config_json(schedule: Mapping[str, Any]) -> str:
+    """The schedule's speculative config as one line of JSON, for
+    ``vllm serve --speculative-config`` or ``vllm.LLM(speculative_config=json.loads(...))``."""
+    return json.dumps(KSchedule.from_dict(schedule).speculative_config)
+
+
+def config_line(schedule: Mapping[str, Any]) -> str:
+    """``--speculative-config '<json>'``, quoted for a shell."""
+    return printable(f"--speculative-config {shlex.quote(speculative_config_json(schedule))}")
+
+
+CHECK_HEADERS = (
+    "concurrency", "scheduled k", "schedule speedup [95% CI]", "fixed best k",
+    "fixed speedup [95% CI]", "holds",
+)  # fmt: skip
+
+
+def check_rows(check: Mapping[str, Any]) -> list[list[str]]:
+    """One row per concurrency checked, from a schedule check dict
+    (``ScheduleCheck.to_dict()``): the scheduled k and the best fixed k, each one's speedup
+    over the baseline with its 95% interval (``-``: not run, as where the schedule is off),
+    and whether the schedule holds there."""
+    out = []
+    for row in ScheduleCheck.from_dict(check).rows:
+        cells = [
+            str(row.concurrency),
+            _k(row.scheduled_k),
+            _interval(row.scheduled_speedup, row.scheduled_speedup_ci),
+            str(row.fixed_k),
+            _interval(row.fixed_speedup, row.fixed_speedup_ci),
+            ("yes" if row.holds else "NO") + (" (off)" if row.scheduled_k == 0 else ""),
+        ]
+        out.append([printable(cell) for cell in cells])
+    return out
+
+
+def render_check(check: Mapping[str, Any], tablefmt: str = "simple") -> str:
+    """A schedule check as a table (:func:`check_rows`)."""
+    return tabulate(
+        check_rows(check), headers=CHECK_HEADERS, tablefmt=tablefmt, disable_numparse=True
+    )
+
+
+def check_line(check: Mapping[str, Any]) -> str:
+    """Whether the schedule holds against the best fixed k, per concurrency (as
+    ``ScheduleCheck.summary()`` says it)."""
+    return printable(ScheduleCheck.from_dict(check).summary())
+
+
+def schedule_lines(
+    sweeps: Iterable[Mapping[str, Any]], checks: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Each sweep's schedule (its line, table and the config to paste), then each schedule
+    check (its verdict line and table)."""
+    lines = []
+    for sweep in sweeps:
+        schedule = sweep.get("schedule")
+        if schedule:
+            lines += [
+                f"schedule {schedule_line(schedule)}",
+                render_schedule(schedule),
+                config_line(schedule),
+            ]
+    for check in checks:
+        lines += [f"check_schedule {check_line(check)}", render_check(check)]
+    return lines
+
+
 def distribution_line(check: Mapping[str, Any]) -> str:
     """One line for a ``sample_equivalence`` check dict: same distribution or not, its
     p-value against alpha, the rule and the samples behind it."""
@@ -364,6 +487,14 @@ LOAD_LEGEND = (
     "spread, pooled over the rates); pays = that interval lies above 1.0; goodput = requests "
     "per second that met the SLO"
 )
+#: What the schedule tables' figures mean, printed under them.
+SCHEDULE_LEGEND = (
+    "schedule: at each concurrency a sweep measured, the smallest k whose speedup is within the "
+    "tolerance of the fastest k's, 0 (off) where even the fastest k's 95% interval lies below "
+    "1.0; each range of batch sizes runs the k of the concurrency that ends it. check_schedule: "
+    "the scheduled engine and the best fixed k, each against the baseline; holds = the "
+    "schedule's speedup is within the tolerance of the fixed k's"
+)
 
 
 def summary_lines(
@@ -373,18 +504,24 @@ def summary_lines(
     rankings: Iterable[Mapping[str, Any]],
     session: Mapping[str, Any],
     loads: Sequence[Mapping[str, Any]] = (),
+    schedule_checks: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
     """The speculative-decoding summary above its checklist, from report dicts: the results
-    table, a line per sweep, the load table with a line per load test, a line per
-    distribution check, each ranking with its table, the legends, where the wall time went
-    and how engines started."""
+    table, a line per sweep, each sweep's k schedule (line, table, the config to paste) and
+    each schedule check (verdict, table), the load table with a line per load test, a line
+    per distribution check, each ranking with its table, the legends, where the wall time
+    went and how engines started."""
+    sweeps = list(sweeps)
     lines = [render(results)] if results else []
     lines += [f"sweep {sweep_line(s)}" for s in sweeps]
+    scheduled = schedule_lines(sweeps, schedule_checks)
+    lines += scheduled
     if loads:
         lines += [render_loads(loads), *(f"load {load_line(x)}" for x in loads)]
     lines += [f"sample_equivalence {distribution_line(c)}" for c in checks]
     for ranking in rankings:
         lines += [f"choose_draft {ranking_line(ranking)}", render_ranking(ranking)]
-    lines += [LEGEND] + [LOAD_LEGEND] * bool(loads) + [time_line(session)]
+    lines += [LEGEND] + [SCHEDULE_LEGEND] * bool(scheduled) + [LOAD_LEGEND] * bool(loads)
+    lines += [time_line(session)]
     lines += [f"engine starts: {printable(note)}" for note in session.get("start_notes") or []]
     return lines
