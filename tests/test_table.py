@@ -344,8 +344,8 @@ def test_schedule_line_and_the_config_to_paste_are_the_schedules_own() -> None:
     assert config_line(schedule) == f"--speculative-config '{text}'"
     # a quote in a model path stays one shell word
     quoted = dict(schedule, base_config={**schedule["base_config"], "model": "it's/draft"})
-    assert config_line(quoted).startswith("--speculative-config '{\"method\": \"draft_model\", ")
-    assert "\"model\": \"it'\"'\"'s/draft\"" in config_line(quoted)
+    assert config_line(quoted).startswith('--speculative-config \'{"method": "draft_model", ')
+    assert '"model": "it\'"\'"\'s/draft"' in config_line(quoted)
 
 
 def test_check_table_gives_both_speedups_and_where_the_schedule_holds() -> None:
@@ -380,7 +380,7 @@ def test_summary_shows_each_schedule_and_check_after_the_sweeps() -> None:
     assert lines[1].startswith("schedule suite/test_k_schedule.py::test_k_schedule: k=4 at batch")
     assert lines[2].splitlines()[3].split() == ["2-8", "c=8", "2", "1.80x", "[1.76-1.83]", "4",
                                                 "1.82x", "[1.77-1.87]"]  # fmt: skip
-    assert lines[3].startswith("--speculative-config '{\"method\": \"draft_model\"")
+    assert lines[3].startswith('--speculative-config \'{"method": "draft_model"')
     assert lines[4].startswith("check_schedule suite/test_k_schedule.py::test_k_schedule: ")
     assert lines[5].splitlines()[3].split() == ["8", "2", "1.40x", "[1.35-1.45]", "4", "1.82x",
                                                 "[1.72-1.92]", "NO"]  # fmt: skip
