@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -89,7 +90,28 @@ def test_the_short_answer_comes_first(report_page: Path) -> None:
     assert answer is not None, first.group(1)
     assert all(f"{c} at batch 1: " in first.group(1) for c in ("chat", "structured", "creative"))
     assert body.index("Worth it? The checklist") < body.index("<h2>Results</h2>")
-    assert "<td class='no'>no</td><td>batch size</td><td>gone by batch 16" in body
+    assert (
+        "<td class='no'>no</td><td>batch size</td><td>k=4 at batch 1, off above 1 (measured up "
+        "to batch 16; larger batches stay off, as vLLM carries the last range forward) in "
+        "test_sweep; gone by batch 16"
+    ) in body
+
+
+def test_a_sweeps_schedule_has_its_table_and_the_config_to_paste(report_page: Path) -> None:
+    page = report_page.read_text()
+    section = page.split("<h2>Sweep: test_suite.py::test_sweep</h2>", 1)[1]
+    assert (
+        "<h3>Which k at which batch size</h3><p>test_suite.py::test_sweep: k=4 at batch 1, off "
+        "above 1 (measured up to batch 16;"
+    ) in section
+    assert re.search(r"<tr><td>1</td><td>c=1</td><td>4</td><td>1\.\d\dx \[", section)
+    assert "<tr><td>2-16</td><td>c=16</td><td>0 (off)</td><td>off</td><td>4</td>" in section
+    config = (
+        "<pre class='config'>{&quot;method&quot;: &quot;ngram&quot;, "
+        "&quot;num_speculative_tokens&quot;: 4, &quot;num_speculative_tokens_per_batch_size"
+        "&quot;: [[1, 1, 4], [2, 16, 0]]}</pre>"
+    )
+    assert config in section
 
 
 def test_the_ranking_section(report_page: Path) -> None:
@@ -261,3 +283,50 @@ def test_cli_renders_a_saved_load_report(tmp_path: Path) -> None:
     assert cli_main(["html", str(saved), str(out)]) == 0
     page = out.read_text()
     assert page.count("<svg") == 1 and "stops paying: 1 req/s" in page
+
+
+# --- k schedules and their checks ------------------------------------------------------------
+def test_schedule_and_check_sections_have_their_tables_the_config_and_the_chart() -> None:
+    from pytest_specdecode.reporting.html import render_html
+    from pytest_specdecode.reporting.table import SCHEDULE_LEGEND
+
+    from .schedule_reports import FELL_SHORT, NODEID, check, check_dict, sweep_dict
+
+    page = render_html({"results": [], "sweeps": [sweep_dict()],
+                        "schedule_checks": [check_dict(FELL_SHORT)]})  # fmt: skip
+    sweep = page.split(f"<h2>Sweep: {NODEID}</h2>", 1)[1].split("<h2>", 1)[0]
+    head = f"<h3>Which k at which batch size</h3><p>{NODEID}: k=4 at batch 1, k=2 up to 8, "
+    assert head in sweep
+    assert (
+        "<tr><td>2-8</td><td>c=8</td><td>2</td><td>1.80x [1.76-1.83]</td><td>4</td>"
+        "<td>1.82x [1.77-1.87]</td></tr>"
+    ) in sweep
+    assert (
+        "<pre class='config'>{&quot;method&quot;: &quot;draft_model&quot;, &quot;model&quot;: "
+        "&quot;org/draft&quot;, &quot;num_speculative_tokens&quot;: 4, "
+        "&quot;num_speculative_tokens_per_batch_size&quot;: [[1, 1, 4], [2, 8, 2], [9, 32, 0]]}"
+        "</pre>"
+    ) in sweep
+    section = page.split(f"<h2>Schedule check: {NODEID}</h2>", 1)[1]
+    assert f"<p>{html.escape(check(FELL_SHORT).summary())}</p>" in section
+    assert (
+        "<tr><td>8</td><td>2</td><td>1.40x [1.35-1.45]</td><td>4</td><td>1.82x [1.72-1.92]</td>"
+        "<td>NO</td></tr><tr><td>32</td><td>0 (off)</td><td>-</td><td>1</td>"
+        "<td>0.89x [0.85-0.93]</td><td>yes (off)</td></tr>"
+    ) in section
+    chart = section.split("id='schedule-check-0'>", 1)[1]
+    for text in ("schedule", "best fixed k", "schedule off (not run) ", "k=2", "k=1"):
+        assert f"<!-- {text} -->" in chart, text
+    assert page.count("<svg") == 3  # the sweep's two charts and the check's
+    assert html.escape(SCHEDULE_LEGEND) in page
+
+
+def test_no_schedule_section_for_a_sweep_without_one() -> None:
+    from pytest_specdecode.reporting.html import render_html
+    from pytest_specdecode.reporting.table import SCHEDULE_LEGEND
+
+    from .schedule_reports import sweep_dict
+
+    page = render_html({"results": [], "sweeps": [{**sweep_dict(), "schedule": None}]})
+    assert "Which k at which batch size" not in page and "Schedule check" not in page
+    assert "<pre" not in page and html.escape(SCHEDULE_LEGEND) not in page

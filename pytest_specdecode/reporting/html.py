@@ -12,21 +12,30 @@ import html
 import io
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult, rate_text
 from .checklist import Checklist, checklists
 from .table import (
+    CHECK_HEADERS,
     LOAD_LEGEND,
     RANKING_HEADERS,
+    SCHEDULE_HEADERS,
+    SCHEDULE_LEGEND,
+    check_line,
+    check_rows,
     distribution_line,
     label,
     load_line,
     ranking_rows,
     render,
     render_loads,
+    schedule_line,
+    schedule_rows,
+    speculative_config_json,
 )
 
 STYLE = """
@@ -43,6 +52,7 @@ th { background: #f3f3f3; }
 .answer { font-size: 1.1em; max-width: 60em; }
 .yes { color: #1a7f37; font-weight: bold; } .no { color: #c62828; font-weight: bold; }
 .unknown { color: #777; font-weight: bold; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
 """
 
 
@@ -189,6 +199,81 @@ def load_chart(load: Mapping[str, Any]) -> str:
     return _svg(fig)
 
 
+def _table(css: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _schedule_part(schedule: Mapping[str, Any]) -> list[str]:
+    """A sweep's k schedule: its line, its table and the config to paste, one line of JSON."""
+    return [
+        f"<h3>Which k at which batch size</h3><p>{html.escape(schedule_line(schedule))}</p>",
+        _table("schedule", SCHEDULE_HEADERS, schedule_rows(schedule)),
+        "<p>The speculative config (<code>vllm serve --speculative-config '...'</code>, or "
+        "<code>vllm.LLM(speculative_config=...)</code>):</p>",
+        f"<pre class='config'>{html.escape(speculative_config_json(schedule))}</pre>",
+    ]
+
+
+def schedule_chart(check: Mapping[str, Any]) -> str:
+    """Speedup (95% interval) against concurrency for the scheduled engine and the best fixed
+    k, from a schedule check dict; where the schedule is off the scheduled engine was not run
+    (nothing drawn) and the fixed k's point is the sweep's."""
+    plt = _pyplot()
+    parsed = ScheduleCheck.from_dict(check)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sides = (("C1", "o", "schedule", "scheduled"), ("C0", "s", "best fixed k", "fixed"))
+    for colour, marker, name, side in sides:
+        xs: list[int] = []
+        ys: list[float] = []
+        errors: tuple[list[float], list[float]] = ([], [])
+        for row in parsed.rows:
+            speedup = getattr(row, f"{side}_speedup")
+            if speedup is None:
+                continue
+            ci = getattr(row, f"{side}_speedup_ci")
+            low, high = ci if ci is not None else (speedup, speedup)
+            xs.append(row.concurrency)
+            ys.append(speedup)
+            errors[0].append(speedup - low)
+            errors[1].append(high - speedup)
+            ax.annotate(f"k={getattr(row, f'{side}_k')}", (row.concurrency, speedup),
+                        textcoords="offset points", xytext=(8, 6 if side == "scheduled" else -14),
+                        fontsize=8, color=colour)  # fmt: skip
+        if xs:
+            ax.errorbar(xs, ys, yerr=list(errors), fmt=f"-{marker}", color=colour, capsize=4,
+                        label=name)  # fmt: skip
+    for row in parsed.rows:
+        if row.scheduled_speedup is None:
+            ax.axvline(row.concurrency, color="#999", linestyle=":", linewidth=1)
+            ax.text(row.concurrency, 0.97, "schedule off (not run) ", rotation=90, ha="right",
+                    va="top", transform=ax.get_xaxis_transform(), fontsize=8,
+                    color="#555")  # fmt: skip
+    ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
+    concurrencies = sorted({row.concurrency for row in parsed.rows})
+    if len(concurrencies) > 1 and concurrencies[-1] >= 4 * concurrencies[0]:
+        ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("speedup over the baseline, 95% interval")
+    ax.set_title(f"{str(parsed.nodeid).rsplit('::', 1)[-1]}: the schedule against the best fixed k")
+    ax.legend(fontsize=8, loc="best")
+    return _svg(fig)
+
+
+def _check_section(index: int, check: Mapping[str, Any]) -> list[str]:
+    return [
+        f"<h2>Schedule check: {html.escape(str(check.get('nodeid')))}</h2>",
+        f"<p>{html.escape(check_line(check))}</p>",
+        _table("schedule-check", CHECK_HEADERS, check_rows(check)),
+        f"<div class='chart' id='schedule-check-{index}'>{schedule_chart(check)}</div>",
+    ]
+
+
 def _load_section(index: int, load: Mapping[str, Any]) -> list[str]:
     return [
         f"<h2>Under load: {html.escape(str(load.get('key') or load.get('nodeid')))}</h2>",
@@ -325,6 +410,13 @@ def render_html(report: Mapping[str, Any]) -> str:
         )
         for j, chart in enumerate(sweep_charts(sweep)):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
+        if sweep.get("schedule"):
+            parts += _schedule_part(sweep["schedule"])
+    checks = report.get("schedule_checks") or []
+    for i, check in enumerate(checks):
+        parts += _check_section(i, check)
+    if checks or any(s.get("schedule") for s in report.get("sweeps") or []):
+        parts.append(f"<p class='env'>{html.escape(SCHEDULE_LEGEND)}</p>")
     for i, load in enumerate(report.get("loads") or []):
         parts += _load_section(i, load)
     for i, ranking in enumerate(report.get("rankings") or []):
