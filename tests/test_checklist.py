@@ -406,3 +406,85 @@ def test_a_hand_written_load_gives_no_crash() -> None:
     broken = [{"nodeid": "t::x"}, "text", {"nodeid": "t::y", "max_tokens": 4, "points": []},
               {**load_dict(PAYING), "points": [{"rate": "fast"}]}]  # fmt: skip
     assert answer(one([row()], loads=broken), "traffic")[0] == "unknown"
+
+
+# --- a sweep's k schedule (Sweep.schedule) and its check ------------------------------------
+def _swept(sweep: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sweep's runs as the report's results hold them."""
+    return [
+        row(sweep["nodeid"].rsplit("::", 1)[-1], "k_schedule",
+            f"k={p['num_speculative_tokens']} c={p['concurrency']}", p["speedup"],
+            tuple(p["speedup_ci"]), concurrency=p["concurrency"])
+        for p in sweep["points"]
+    ]  # fmt: skip
+
+
+SCHEDULE = (
+    "k=4 at batch 1, k=2 up to 8, off above 8 (measured up to batch 32; larger batches stay off, "
+    "as vLLM carries the last range forward) in test_k_schedule"
+)
+
+
+def test_batch_size_leads_with_the_schedule_and_whether_its_check_held() -> None:
+    from .schedule_reports import FELL_SHORT, check_dict, sweep_dict
+
+    sweep = sweep_dict()
+    checked = one(_swept(sweep), sweeps=[sweep], schedule_checks=[check_dict()])
+    verdict, figure = answer(checked, "batch size")
+    assert verdict == "no"  # the gain ends at batch 32: the schedule turns speculation off there
+    assert figure == (
+        f"{SCHEDULE}; check_schedule held at c=1, c=8, c=32 (within 5% of the best fixed k); "
+        "gone by batch 32 (0.89x [0.85-0.93]) in test_k_schedule; 1.82x [1.77-1.87] at batch 8"
+    )
+    assert checked.summary.endswith("; gone by batch 32")
+    short = one(_swept(sweep), sweeps=[sweep], schedule_checks=[check_dict(FELL_SHORT)])
+    assert answer(short, "batch size")[1] == (
+        f"{SCHEDULE}; check_schedule did not hold: c=8: schedule (k=2) 1.40x (95% CI "
+        "1.35x-1.45x) vs fixed k=4 1.82x (95% CI 1.72x-1.92x): does not hold; gone by batch 32 "
+        "(0.89x [0.85-0.93]) in test_k_schedule; 1.82x [1.77-1.87] at batch 8"
+    )
+    unchecked = answer(one(_swept(sweep), sweeps=[sweep]), "batch size")
+    assert unchecked == ("no", f"{SCHEDULE}; gone by batch 32 (0.89x [0.85-0.93]) in "
+                               "test_k_schedule; 1.82x [1.77-1.87] at batch 8")  # fmt: skip
+
+
+def test_a_schedule_answers_where_one_concurrency_left_the_batch_size_unknown() -> None:
+    from .schedule_reports import GRID, sweep_dict
+
+    at_one = {key: value for key, value in GRID.items() if key[1] == 1}
+    sweep = sweep_dict(grid=at_one)
+    c = one(_swept(sweep), sweeps=[sweep])
+    assert answer(c, "batch size") == (
+        "yes", "k=4 at every batch size (measured up to batch 1; larger batches keep k=4, as "
+        "vLLM carries the last range forward) in test_k_schedule",
+    )  # fmt: skip
+    assert c.summary.endswith("; still 2.29x at batch 1 with k=4")
+    # without the schedule (a report of an earlier version) it stays unknown
+    earlier = {**sweep, "schedule": None}
+    assert answer(one(_swept(sweep), sweeps=[earlier]), "batch size")[0] == "unknown"
+    slower = sweep_dict(grid={key: value for key, value in GRID.items() if key[1] == 32})
+    off = one(_swept(slower), sweeps=[slower])
+    assert answer(off, "batch size") == (
+        "no", "off at every batch size (measured up to batch 32; larger batches stay off, as "
+        "vLLM carries the last range forward) in test_k_schedule",
+    )  # fmt: skip
+    assert off.summary.endswith("off at every batch size up to 32")
+
+
+def test_a_schedule_whose_chosen_k_does_not_clearly_pay_leaves_it_unknown() -> None:
+    from .schedule_reports import sweep_dict
+
+    sweep = sweep_dict(grid={(1, 4): (1.05, (0.97, 1.13)), (2, 4): (1.02, (0.95, 1.09))})
+    verdict, figure = answer(one(_swept(sweep), sweeps=[sweep]), "batch size")
+    assert verdict == "unknown"
+    assert figure.startswith("k=1 at every batch size (measured up to batch 4;")
+    assert figure.endswith("in test_k_schedule: no chosen k's interval lies above 1.0")
+
+
+def test_a_hand_written_schedule_or_check_gives_no_crash() -> None:
+    from .schedule_reports import check_dict, sweep_dict
+
+    sweep = sweep_dict()
+    broken = {**sweep, "schedule": {"nodeid": "x", "entries": "k=4"}}
+    c = one(_swept(sweep), sweeps=[broken], schedule_checks=[{"rows": 3}, "x", check_dict()])
+    assert answer(c, "batch size")[1].startswith("gone by batch 32")

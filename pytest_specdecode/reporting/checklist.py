@@ -7,7 +7,8 @@ question yes, no or unknown with the figure behind it:
 * spare memory: what the draft costs, and the KV cache left per sequence at the largest batch
   measured (a request needs at least ``max_tokens`` slots beside its prompt);
 * batch size: where the gain ends (a sweep's crossover, or one test's runs at several batch
-  sizes);
+  sizes), and a sweep's k schedule (which k at which batch size, and whether its
+  ``check_schedule`` held);
 * workload: the speedup and acceptance of each category;
 * traffic: the arrival rate up to which speculation lowers p50 TPOT (``specdecode.load``);
 * context: long prompts against short ones (runs labelled or categorised ``long``/``short``);
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
+from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, rate_text
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
@@ -120,13 +122,15 @@ def checklists(report: Mapping[str, Any]) -> list[Checklist]:
         if load is not None:
             loads[_load_group(load)].append(load)
     sweeps = [s for s in report.get("sweeps") or [] if isinstance(s, Mapping)]
+    checks = [c for c in (_check(x) for x in report.get("schedule_checks") or []) if c]
     rankings = [k for k in report.get("rankings") or [] if isinstance(k, Mapping)]
     by_key = {(str(r.get("nodeid", "")), str(r.get("label") or "")): r for r in results}
     out = []
     for key, rows in groups.items():
         nodeids = {str(r.get("nodeid", "")) for r in rows}
         mine = [s for s in sweeps if str(s.get("nodeid", "")) in nodeids]
-        answers = [_memory(rows), _batch(rows, mine), _traffic(loads.get(key, []))]
+        batch_size = _scheduled(_batch(rows, mine), mine, checks)
+        answers = [_memory(rows), batch_size, _traffic(loads.get(key, []))]
         answers += _workloads(rows)
         answers.append(_context(rows))
         answers += _choices(key, rankings, by_key)
@@ -375,6 +379,74 @@ def _batch(rows: Sequence[Row], sweeps: Sequence[Row]) -> _Answer:
         phrase = f"still {_x(best.get('speedup'))} at batch {c}"
         return _Answer(Line(BATCH_SIZE, YES, f"still {figure}"), phrase, order=(3, 0.0))
     return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: the interval at batch {c} contains 1.0"))
+
+
+def _schedule(sweep: Row) -> KSchedule | None:
+    """A sweep dict's k schedule (None without one, or for one it cannot read)."""
+    data = sweep.get("schedule")
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        schedule = KSchedule.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None
+    return schedule if schedule.choices and schedule.entries else None
+
+
+def _check(data: Any) -> ScheduleCheck | None:
+    """A report's schedule check dict as a :class:`ScheduleCheck` (None for one it cannot
+    read)."""
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        check = ScheduleCheck.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None
+    return check if check.rows else None
+
+
+def _checked(check: ScheduleCheck) -> str:
+    """Whether a schedule check held: where, or the rows where it did not."""
+    if check.holds:
+        where = ", ".join(f"c={row.concurrency}" for row in check.rows)
+        return f"check_schedule held at {where} (within {check.tolerance:.0%} of the best fixed k)"
+    return "check_schedule did not hold: " + "; ".join(row.describe() for row in check.failing)
+
+
+def _scheduled(answer: _Answer, sweeps: Sequence[Row], checks: Sequence[ScheduleCheck]) -> _Answer:
+    """The batch-size answer led by each sweep's k schedule (as ``KSchedule.summary()`` says
+    it) and whether its check held. Where the curves leave the answer unknown, the schedule
+    gives it: yes where some batch size's chosen k pays (its interval above 1.0), no where
+    speculation is off at every batch size measured."""
+    texts, schedules = [], []
+    for sweep in sweeps:
+        schedule = _schedule(sweep)
+        if schedule is None:
+            continue
+        schedules.append(schedule)
+        test = str(sweep.get("nodeid", "")).rsplit("::", 1)[-1]
+        text = f"{schedule.summary()} in {test}"
+        mine = [c for c in checks if c.schedule.nodeid == schedule.nodeid]
+        texts.append("; ".join([text, *(_checked(c) for c in mine)]))
+    if not schedules:
+        return answer
+    line = answer.line
+    if line.answer != UNKNOWN:
+        figure = "; ".join([*texts, line.figure])
+        return _Answer(Line(BATCH_SIZE, line.answer, figure), answer.phrase, answer.lead,
+                       answer.order)  # fmt: skip
+    figure = "; ".join(texts)
+    choices = [c for schedule in schedules for c in schedule.choices]
+    paying = [c for c in choices if c.k and c.speedup_ci[0] > 1.0]
+    if paying:
+        top = max(paying, key=lambda c: (c.concurrency, c.speedup))
+        phrase = f"still {_x(top.speedup)} at batch {top.concurrency} with k={top.k}"
+        return _Answer(Line(BATCH_SIZE, YES, figure), phrase, order=(3, 0.0))
+    if all(c.k == 0 for c in choices):
+        largest = max(c.concurrency for c in choices)
+        phrase = f"off at every batch size up to {largest}"
+        return _Answer(Line(BATCH_SIZE, NO, figure), phrase, order=(3, 0.0))
+    return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: no chosen k's interval lies above 1.0"))
 
 
 def _load(data: Any) -> LoadResult | None:
