@@ -37,6 +37,8 @@ BMF_SCHEMA = {
                 "speculative-tpot-p50-ms",
                 "baseline-goodput",
                 "speculative-goodput",
+                "scheduled-speedup",
+                "fixed-speedup",
             ]
         },  # fmt: skip
         "additionalProperties": {
@@ -274,3 +276,37 @@ def test_cli_exports_a_report_with_only_load_tests(
     entries = _strict_json(capsys.readouterr().out)
     jsonschema.validate(entries, GAB_SCHEMA)
     assert len(entries) == 3 and entries[2]["name"].endswith("@100req/s tpot-speedup")
+
+
+# --- schedule checks (check_schedule) -------------------------------------------------------
+
+
+def test_bmf_has_a_benchmark_per_concurrency_a_schedule_check_ran() -> None:
+    from .schedule_reports import NODEID, check_dict
+
+    out = bmf({"results": [], "schedule_checks": [check_dict(concurrencies=(1, 8, 32, 64))]})
+    jsonschema.validate(out, BMF_SCHEMA)
+    assert list(out) == [f"{NODEID}@c=1", f"{NODEID}@c=8", f"{NODEID}@c=32"]
+    assert out[f"{NODEID}@c=8"] == {
+        "scheduled-speedup": {"value": 1.75, "lower_value": 1.69, "upper_value": 1.81},
+        "fixed-speedup": {"value": 1.82, "lower_value": 1.72, "upper_value": 1.92},
+    }
+    # off at batch 32: the scheduled engine did not run; the fixed k's figure is the sweep's
+    assert out[f"{NODEID}@c=32"] == {
+        "fixed-speedup": {"value": 0.89, "lower_value": 0.85, "upper_value": 0.93}
+    }  # fmt: skip  # and nothing was measured at 64, past the sweep: no benchmark
+
+
+def test_github_action_benchmark_lists_each_scheduled_speedup_with_the_fixed_k() -> None:
+    from .schedule_reports import NODEID, check_dict
+
+    entries = github_action_benchmark({"schedule_checks": [check_dict()]})
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert [e["name"] for e in entries] == [
+        f"{NODEID}@c=1 scheduled-speedup", f"{NODEID}@c=8 scheduled-speedup"
+    ]  # fmt: skip
+    assert entries[1] == {
+        "name": f"{NODEID}@c=8 scheduled-speedup", "unit": "x", "value": 1.75,
+        "range": "95% CI 1.690-1.810",
+        "extra": "scheduled k=2; best fixed k=4 1.820x (95% CI 1.720-1.920)",
+    }  # fmt: skip

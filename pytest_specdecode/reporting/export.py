@@ -3,8 +3,9 @@ github-action-benchmark's ``customBiggerIsBetter`` list.
 
 Each result is one benchmark named by its key (``nodeid`` or ``nodeid[label]``, as a
 comparison matches results); each arrival rate of a load test is one more, named
-``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite rate). A figure that was not
-measured (null in the report) is left out; every number written is finite.
+``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite rate); each concurrency of a
+schedule check is one more, named ``<nodeid>@c=<concurrency>``. A figure that was not measured
+(null in the report) is left out; every number written is finite.
 """
 
 from __future__ import annotations
@@ -110,10 +111,47 @@ def _measures(
     return out
 
 
+#: BMF measures of a schedule check's row (one concurrency), each with its 95% interval:
+#: name -> (the row's speedup key, its interval key). Both are higher-is-better.
+SCHEDULE_MEASURES = {
+    "scheduled-speedup": ("scheduled_speedup", "scheduled_speedup_ci"),
+    "fixed-speedup": ("fixed_speedup", "fixed_speedup_ci"),
+}
+
+
+def schedule_benchmark_name(check: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+    """One concurrency of a schedule check: ``<nodeid>@c=<concurrency>``."""
+    return f"{check['nodeid']}@c={row['concurrency']}"
+
+
+def _schedule_rows(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(benchmark name, row dict) of every concurrency of every schedule check."""
+    return [
+        (schedule_benchmark_name(check, row), row)
+        for check in report.get("schedule_checks") or []
+        for row in check.get("rows") or []
+    ]
+
+
+def _schedule_measures(row: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """The scheduled engine's and the best fixed k's speedups at one concurrency, each with
+    its 95% interval (a side not run, as where the schedule is off, is left out)."""
+    out: dict[str, dict[str, float]] = {}
+    for measure, (key, ci) in SCHEDULE_MEASURES.items():
+        value = _finite(row.get(key))
+        if value is None:
+            continue
+        out[measure] = {"value": value}
+        interval = _interval(row, ci)
+        if interval is not None:
+            out[measure].update(lower_value=interval[0], upper_value=interval[1])
+    return out
+
+
 def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value",
-    "upper_value"}}}``; only the speedup and the TPOT gain have bounds (their 95%
-    intervals)."""
+    "upper_value"}}}``; the speedup, the TPOT gain and a schedule check's two speedups have
+    bounds (their 95% intervals)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for result in report.get("results") or []:
         measures = _measures(result, MEASURES, "speedup", "speedup_ci")
@@ -121,6 +159,10 @@ def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
             out[benchmark_name(result)] = measures
     for name, point in _load_points(report):
         measures = _measures(point, LOAD_MEASURES, "tpot-speedup", "tpot_speedup_ci")
+        if measures:
+            out[name] = measures
+    for name, row in _schedule_rows(report):
+        measures = _schedule_measures(row)
         if measures:
             out[name] = measures
     return out
@@ -161,7 +203,9 @@ def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     speedup, ``[{"name": "<key> speedup", "unit": "x", "value", "range", "extra"}]``; the
     range is the 95% interval, the extra line the acceptance and tokens/s of both sides.
     Each load point with a TPOT gain adds ``<key>@<rate>req/s tpot-speedup``, its extra line
-    the p50 TPOT and goodput of both sides."""
+    the p50 TPOT and goodput of both sides; each concurrency a schedule check ran the
+    scheduled engine at adds ``<nodeid>@c=<concurrency> scheduled-speedup``, its extra line
+    the scheduled k and the best fixed k's speedup."""
     entries = []
     for result in report.get("results") or []:
         speedup = _finite(result.get("speedup"))
@@ -173,6 +217,18 @@ def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         if gain is not None:
             entries.append(_entry(f"{name} tpot-speedup", point, gain, "tpot_speedup_ci",
                                   LOAD_MEASURES, LOAD_EXTRA))  # fmt: skip
+    for name, row in _schedule_rows(report):
+        scheduled = _finite(row.get("scheduled_speedup"))
+        if scheduled is not None:
+            entry = _entry(f"{name} scheduled-speedup", row, scheduled, "scheduled_speedup_ci",
+                           {}, ())  # fmt: skip
+            fixed, ci = _finite(row.get("fixed_speedup")), _interval(row, "fixed_speedup_ci")
+            extra = [f"scheduled k={row.get('scheduled_k')}"]
+            if fixed is not None:
+                bounds = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci is not None else ""
+                extra.append(f"best fixed k={row.get('fixed_k')} {fixed:.3f}x{bounds}")
+            entry["extra"] = "; ".join(extra)
+            entries.append(entry)
     return entries
 
 
