@@ -78,3 +78,51 @@ def test_a_malformed_schedule_or_check_is_refused_naming_where(
         files.load(path, "report file")
     assert f"invalid at {'/'.join(map(str, where))}: " in str(error.value)
     assert says in str(error.value)
+
+
+SUITE = """
+import pytest
+from pytest_specdecode import assert_schedule_holds
+
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("k_schedule", target="org/target", speculative_config=SPEC)
+def test_schedule(specdecode):
+    sweep = specdecode.sweep(["p"], max_tokens=8, num_speculative_tokens=[1, 4],
+                             concurrency=[1, 16])
+    assert_schedule_holds(specdecode.check_schedule(sweep.schedule(), ["p"], max_tokens=8))
+"""
+
+
+def test_the_plugins_report_validates_and_its_checklist_and_page_show_the_schedule(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib.pyplot")
+    from .fakes import use_fake
+
+    source = use_fake(pytester, monkeypatch)
+    source.speedup_fn = lambda k, c: {1: 1.5, 4: 2.0}[k] if c == 1 else {1: 1.3, 4: 1.1}[k]
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--specdecode-report", "report.json",
+        "--specdecode-html", "report.html",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str().splitlines()
+    assert (
+        "schedule test_suite.py::test_schedule: k=4 at batch 1, k=1 above 1 (measured up to "
+        "batch 16; larger batches keep k=1, as vLLM carries the last range forward)"
+    ) in out
+    assert (
+        '--speculative-config \'{"method": "draft_model", "model": "org/draft", '
+        '"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": '
+        "[[1, 1, 4], [2, 16, 1]]}'"
+    ) in out
+    report = files.load(pytester.path / "report.json", "report file")  # validates
+    (checklist,) = report["checklist"]
+    (batch,) = [line for line in checklist["lines"] if line["question"] == "batch size"]
+    assert batch["figure"].startswith("k=4 at batch 1, k=1 above 1 (measured up to batch 16;")
+    assert "in test_schedule; check_schedule held at c=1, c=16 (within 5% of" in batch["figure"]
+    page = (pytester.path / "report.html").read_text()
+    assert "<h2>Schedule check: test_suite.py::test_schedule</h2>" in page
+    assert "id='schedule-check-0'" in page and "<pre class='config'>" in page
