@@ -2,13 +2,13 @@
 plugin's own load code; prints figures (no pass/fail).
 
     python benchmarks/load_intervals.py [--rates 2 8] [--repeats 20] [--requests 12]
-                                        [--rounds 2] [--max-tokens 32] [--max-seconds 900]
+                                        [--rounds 3] [--max-tokens 32] [--max-seconds 900]
 
 Two engines of the same configuration (the built-in tiny target, no speculation; they differ
 only in ``seed``, which greedy decoding never reads) take the baseline and the speculative
 role. For each repeat, ``measure.load_rounds.run_load`` sends each rate's seeded schedule
 (the repeat's seed) of ``--requests`` requests to both, ``--rounds`` times, in the plugin's
-counterbalanced order, and ``measure.load.build_point`` and ``with_intervals`` compute each
+counterbalanced order, and ``measure.load.build_point`` computes each
 rate's p50 TPOT gain and its 95% interval, exactly as ``Bench.load`` does. The true gain
 is 1: an honest interval excludes 1.0 in about 5% of repeats. Printed per rate: how many
 intervals exclude 1.0 (with its 95% Wilson interval), the A/A gains' spread, the median
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rates", type=float, nargs="+", default=[2.0, 8.0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--requests", type=int, default=12)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--max-seconds", type=float, default=900.0)
     args = parser.parse_args(argv)
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from pytest_specdecode.engines.config import EngineConfig
     from pytest_specdecode.engines.hardware import cpu_model
     from pytest_specdecode.engines.pool import EnginePool
-    from pytest_specdecode.measure.load import arrival_times, build_point, with_intervals
+    from pytest_specdecode.measure.load import arrival_times, build_point
     from pytest_specdecode.measure.load_rounds import run_load
     from pytest_specdecode.tiny import ENGINE_KWARGS, tiny_models
     from pytest_specdecode.tiny.corpus import prompts
@@ -95,9 +95,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 pool, configs["baseline"], configs["speculative"], chosen, sampling, schedules,
                 rounds=args.rounds,
             )  # fmt: skip
-            points = with_intervals(
-                [build_point(r.rate, r.baseline, r.speculative, r.counters, {}) for r in raw.rates]
-            )
+            points = [
+                build_point(r.rate, r.baseline, r.speculative, r.counters, {}) for r in raw.rates
+            ]
             for point in points:
                 low, high = point.tpot_speedup_ci
                 late = max(point.baseline.lateness_p99, point.speculative.lateness_p99)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_specdecode.engines.protocol import Counters, LoadRound, TimedRequest
-from pytest_specdecode.measure.load import LoadResult, build_point, with_intervals
+from pytest_specdecode.measure.load import LoadResult, build_point
 
 #: Output tokens per request: TPOT = (e2e - ttft) / (TOKENS - 1).
 TOKENS = 33
@@ -38,18 +38,18 @@ def load_result(
     draft: str | None = "/models/tiny/draft",
 ) -> LoadResult:
     """A load result with one point per ``(rate, baseline TPOT s, speculative TPOT s)``:
-    two rounds per side, the speculative engine's p50 TPOT 3% above and below the one given,
+    three rounds per side, the speculative engine's p50 TPOT 4% above, at and below the one given,
     so the gain is about their ratio with a narrow interval around it; p50 TTFT is 100 ms on
     the baseline, 120 ms on the speculative engine."""
     counters = Counters(num_drafts=10, num_draft_tokens=40, num_accepted_tokens=36)
-    built = with_intervals([
+    built = tuple(
         build_point(
-            rate, [timed_round(base)] * 2,
-            [timed_round(spec * f, ttft=0.12, spread=0.04) for f in (1.03, 1 / 1.03)],
+            rate, [timed_round(base)] * 3,
+            [timed_round(spec * f, ttft=0.12, spread=0.04) for f in (1.04, 1.0, 1 / 1.04)],
             counters, dict(slo or {}),
         )
         for rate, base, spec in points
-    ])  # fmt: skip
+    )  # fmt: skip
     config: dict[str, Any] = {"method": method, "num_speculative_tokens": 4}
     if draft is not None:
         config["model"] = draft

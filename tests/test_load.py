@@ -26,7 +26,6 @@ from pytest_specdecode.measure.load import (
     check_load_args,
     percentiles,
     round_gain,
-    with_intervals,
 )
 
 SLO = {"ttft_ms": 500.0, "tpot_ms": 30.0}
@@ -101,7 +100,7 @@ def test_all_at_once_and_a_duration() -> None:
 )
 def test_bad_schedules_are_named(kwargs: dict, message: str) -> None:
     args = {"rates": [1.0], "requests": 4, "duration": None, "burstiness": 1.0, "slo": None,
-            "rounds": 2}  # fmt: skip
+            "rounds": 3}  # fmt: skip
     args.update(kwargs)
     with pytest.raises(ConfigError, match=message):
         check_load_args(**args)
@@ -145,26 +144,24 @@ def test_a_round_s_gain_is_a_ratio_of_medians() -> None:
     assert math.isnan(round_gain(base, LoadRound(1.0, ())))
 
 
-def test_the_gain_is_the_rounds_geometric_mean_and_its_interval_pools_their_spread() -> None:
+def test_the_gain_is_the_rounds_geometric_mean_with_a_t_interval_over_them() -> None:
     def rounds(tpots: list[float]) -> list[LoadRound]:
         return [round_of([t] * 4) for t in tpots]
 
-    low = build_point(0.5, rounds([0.02, 0.02]), rounds([0.01, 0.0125]), counters(), SLO)
-    high = build_point(8, rounds([0.02, 0.02]), rounds([0.02, 0.016]), counters(), SLO)
-    assert low.round_gains == pytest.approx((2.0, 1.6))
-    assert low.tpot_speedup == pytest.approx(math.sqrt(2.0 * 1.6))
-    assert math.isnan(low.tpot_speedup_ci[0])  # no interval before with_intervals
-    low, high = with_intervals([low, high])
-    # log gains: rate 0.5 {ln 2, ln 1.6}, rate 8 {0, ln 1.25}: pooled sd over 2 df
-    d = math.log(2.0 / 1.6)
-    sd = math.sqrt(2 * 2 * (d / 2) ** 2 / 2)
-    half = 4.302653 * sd / math.sqrt(2)
+    low = build_point(0.5, rounds([0.02] * 3), rounds([0.01, 0.0125, 0.011]), counters(), SLO)
+    assert low.round_gains == pytest.approx((2.0, 1.6, 0.02 / 0.011))
+    logs = [math.log(g) for g in low.round_gains]
+    assert low.tpot_speedup == pytest.approx(math.exp(statistics.fmean(logs)))
+    half = 4.302653 * statistics.stdev(logs) / math.sqrt(3)  # t(2, 0.975)
     assert low.tpot_speedup_ci == pytest.approx(
         (low.tpot_speedup * math.exp(-half), low.tpot_speedup * math.exp(half)), rel=1e-5
     )
-    assert high.tpot_speedup_ci[0] < 1.0 < high.tpot_speedup_ci[1] and not high.pays
+    assert low.pays
+    close = build_point(8, rounds([0.02] * 2), rounds([0.02, 0.016]), counters(), SLO)
+    assert close.tpot_speedup_ci[0] < 1.0 < close.tpot_speedup_ci[1] and not close.pays
     one = build_point(1, rounds([0.02]), rounds([0.01]), counters(), SLO)
-    assert with_intervals([one])[0] == one  # no degree of freedom: no interval
+    assert one.tpot_speedup == pytest.approx(2.0)
+    assert all(math.isnan(v) for v in one.tpot_speedup_ci) and not one.pays  # one round
 
 
 def point(rate: float, gain: float, ci: tuple[float, float], **kw):

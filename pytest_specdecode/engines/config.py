@@ -201,10 +201,13 @@ class EngineConfig:
         if not self.target:
             return "speculative engine (served)"
         draft = f", draft {self.draft}" if self.draft else ""
-        return (
-            f"speculative engine ({self.target}, {self.method} "
-            f"k={self.num_speculative_tokens}{draft})"
+        schedule = (self.speculative_config or {}).get(SCHEDULE_KEY)
+        k = (
+            f"k by batch size {json.dumps(schedule)}"
+            if schedule
+            else f"k={self.num_speculative_tokens}"
         )
+        return f"speculative engine ({self.target}, {self.method} {k}{draft})"
 
     def check_speculative_config(self, source: str) -> None:
         """Checks that need no vLLM import: the shape of the speculative config."""

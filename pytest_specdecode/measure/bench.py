@@ -49,7 +49,6 @@ from .load import (
     build_point,
     check_load_args,
     rate_text,
-    with_intervals,
 )
 from .load_rounds import run_load
 from .paired import PairedRounds, adaptive_stop, run_paired
@@ -501,7 +500,7 @@ class Bench:
         ``duration`` (seconds of arrivals per rate) bounds each rate. ``slo`` (milliseconds:
         ``ttft_ms``, ``tpot_ms``, ``e2e_ms``) turns on goodput, the requests per second that
         meet every bound. Each rate's schedule goes to each engine ``rounds`` times (at least
-        2: the gain's interval comes from how much the rounds differ, pooled over the rates).
+        2: the gain's interval comes from how much the rounds differ).
         Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
         """
         __tracebackhide__ = True
@@ -545,11 +544,11 @@ class Bench:
             nodeid=self.name, label=label, target=target, method=method,
             num_speculative_tokens=k, max_tokens=max_tokens, burstiness=float(burstiness),
             seed=seed, slo=checked_slo,
-            points=with_intervals([
+            points=tuple(
                 build_point(r.rate, r.baseline, r.speculative, r.counters, checked_slo,
                             first=r.first)
                 for r in raw.rates
-            ]),
+            ),
             speculative_config=dict(spec.speculative_config or {}),
         )  # fmt: skip
         self.loads.append(result)
@@ -672,17 +671,20 @@ class Bench:
                 config, batch, max_tokens=max_tokens, concurrency=c, label=label, **run_kwargs
             )
 
-        for p in plan:  # the scheduled engine's runs first, then each fixed k's
-            if p.scheduled_k:
-                run(scheduled, p.concurrency, f"schedule c={p.concurrency}")
+        groups = [(scheduled, [(p.concurrency, f"schedule c={p.concurrency}") for p in plan
+                               if p.scheduled_k])]  # fmt: skip
         for k in sorted({p.fixed_k for p in plan if p.scheduled_k}):
             fixed = EngineConfig.create(
                 self.speculative.target, {**schedule.base_config, "num_speculative_tokens": k},
                 self.speculative.engine_kwargs,
             )  # fmt: skip
-            for p in plan:
-                if p.scheduled_k and p.fixed_k == k:
-                    run(fixed, p.concurrency, f"fixed k={k} c={p.concurrency}")
+            runs = [(p.concurrency, f"fixed k={k} c={p.concurrency}") for p in plan
+                    if p.scheduled_k and p.fixed_k == k]  # fmt: skip
+            groups.append((fixed, runs))
+        # one engine's runs together, the engines still running from the sweep first
+        for config, runs in sorted(groups, key=lambda g: not self.source.is_running(g[0])):
+            for c, label in runs:
+                run(config, c, label)
         with_draft = draft_model(schedule.base_config) is not None
         rows = tuple(check_row(p, measured, tol, with_draft) for p in plan)
         check = ScheduleCheck(self.name, schedule, tol, rows)

@@ -11,7 +11,7 @@ import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.config import draft_model
@@ -26,7 +26,7 @@ PERCENTILES = (50, 90, 99)
 SLO_KEYS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "e2e"}
 #: Rounds per rate unless told otherwise: the gain's interval comes from how much the rounds
 #: of a rate differ (one round cannot show a shift of the whole machine between the two sides).
-DEFAULT_ROUNDS = 2
+DEFAULT_ROUNDS = 3
 #: The most requests one rate may send (a duration at a high rate could ask for millions).
 MAX_REQUESTS = 100_000
 
@@ -66,7 +66,7 @@ def arrival_times(
 
 
 def check_load_args(
-    rates: Any, requests: Any, duration: Any, burstiness: Any, slo: Any, rounds: Any = 2
+    rates: Any, requests: Any, duration: Any, burstiness: Any, slo: Any, rounds: Any = 3
 ) -> tuple[list[float], dict[str, float]]:
     """Validate :meth:`Bench.load`'s schedule arguments before any engine starts; the rates
     (ascending) and the SLO."""
@@ -235,7 +235,7 @@ class LoadPoint:
     baseline: LoadSummary
     speculative: LoadSummary
     tpot_speedup: float  # baseline p50 TPOT / speculative p50 TPOT (geometric mean over rounds)
-    tpot_speedup_ci: tuple[float, float]  # 95%, from the rounds' spread (see with_intervals)
+    tpot_speedup_ci: tuple[float, float]  # 95%, from the rounds' spread (see build_point)
     acceptance_rate: float  # accepted / draft tokens over this rate's requests
     mean_acceptance_length: float  # 1 + accepted / drafts
     first: str = "baseline"  # which engine ran this rate's first round (counterbalanced)
@@ -291,42 +291,23 @@ def build_point(
     first: str = "baseline",
 ) -> LoadPoint:
     """One rate's figures from its rounds (round j of each side sent the same schedule) and
-    the speculative engine's counter delta; the interval comes from :func:`with_intervals`."""
+    the speculative engine's counter delta. The gain is the geometric mean of the rounds'
+    gains, its 95% interval exp(mean ln g ± t(rounds − 1) · s / √rounds) over the rounds' ln g:
+    what moves a round's TPOT is mostly the machine's state during that round, which all its
+    requests share, so only rounds can show it (``(nan, nan)``, not paying, without two)."""
     gains = tuple(round_gain(b, s) for b, s in zip(baseline, speculative, strict=True))
     logs = [math.log(g) for g in gains if g > 0]
-    gain = math.exp(statistics.fmean(logs)) if logs and len(logs) == len(gains) else math.nan
+    gain, ci = math.nan, (math.nan, math.nan)
+    if logs and len(logs) == len(gains):
+        centre = statistics.fmean(logs)
+        gain = math.exp(centre)
+        if len(logs) >= 2:
+            half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+            ci = (math.exp(centre - half), math.exp(centre + half))
     return LoadPoint(
-        rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain,
-        (math.nan, math.nan), counters.acceptance_rate, counters.mean_acceptance_length, first,
-        gains,
+        rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain, ci,
+        counters.acceptance_rate, counters.mean_acceptance_length, first, gains,
     )  # fmt: skip
-
-
-def with_intervals(points: Sequence[LoadPoint]) -> tuple[LoadPoint, ...]:
-    """``points`` with their gains' 95% intervals: exp(mean log gain ± t · s / √rounds), where s
-    is the spread of the rounds' log gains around their rate's mean, pooled over every rate
-    (the machine's round-to-round noise is one; pooling gives it the degrees of freedom that
-    two rounds per rate alone could not). Points without a gain, or a pool without a degree of
-    freedom, get ``(nan, nan)``: no interval, so not paying."""
-    groups = [
-        [math.log(g) for g in p.round_gains]
-        for p in points
-        if p.round_gains and all(g > 0 for g in p.round_gains)
-    ]
-    df = sum(len(g) - 1 for g in groups)
-    if df < 1:
-        return tuple(points)
-    ss = sum((x - statistics.fmean(g)) ** 2 for g in groups for x in g)
-    sd = math.sqrt(ss / df)
-    out = []
-    for p in points:
-        if not p.round_gains or not all(g > 0 for g in p.round_gains):
-            out.append(p)
-            continue
-        centre = math.log(p.tpot_speedup)
-        half = t975(df) * sd / math.sqrt(len(p.round_gains))
-        out.append(replace(p, tpot_speedup_ci=(math.exp(centre - half), math.exp(centre + half))))
-    return tuple(out)
 
 
 # -- the whole load test --------------------------------------------------------------------

@@ -48,7 +48,7 @@ def run_load(
     sampling: Mapping[str, Any],
     schedules: Mapping[float, Sequence[float]],
     *,
-    rounds: int = 2,
+    rounds: int = 3,
     timeout: float | None = None,
     progress: Progress = lambda _: None,
 ) -> LoadRounds:

@@ -484,8 +484,8 @@ LOAD_LEGEND = (
     "load: each cell baseline -> speculative; TPOT = time per output token after the first, "
     "TTFT = time to the first token, from the scheduled arrival; TPOT gain = baseline p50 TPOT "
     "/ speculative p50 TPOT, geometric mean over the rounds (95% interval from the rounds' "
-    "spread, pooled over the rates); pays = that interval lies above 1.0; goodput = requests "
-    "per second that met the SLO"
+    "spread); pays = that interval lies above 1.0; goodput = requests per second that met "
+    "the SLO"
 )
 #: What the schedule tables' figures mean, printed under them.
 SCHEDULE_LEGEND = (
