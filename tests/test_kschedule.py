@@ -266,8 +266,8 @@ def test_check_runs_the_schedule_against_the_best_fixed_k_at_each_concurrency() 
     check = bench.check_schedule(schedule, ["p1", "p2"], max_tokens=8)
     labels = [r.label for r in bench.results[9:]]
     assert labels == [
-        "schedule c=1", "schedule c=8", "fixed k=4 c=1", "fixed k=4 c=8",
-    ]  # fmt: skip  # the scheduled engine's runs, then the fixed k's; nothing at k = 0
+        "fixed k=4 c=1", "fixed k=4 c=8", "schedule c=1", "schedule c=8",
+    ]  # fmt: skip  # the engines running from the sweep first, then the schedule's; none at k=0
     rows = {row.concurrency: row for row in check.rows}
     assert (rows[1].scheduled_k, rows[1].fixed_k) == (4, 4)
     assert (rows[8].scheduled_k, rows[8].fixed_k) == (2, 4)
@@ -278,7 +278,7 @@ def test_check_runs_the_schedule_against_the_best_fixed_k_at_each_concurrency() 
     assert "vLLM still runs one draft forward pass per step at k=0" in rows[32].note
     assert check.holds and all(row.holds for row in check.rows)
     assert_schedule_holds(check)
-    scheduled = bench.results[9]
+    scheduled = bench.results[11]  # after the fixed k's two runs
     assert scheduled.speculative_config[KEY] == [[1, 1, 4], [2, 8, 2], [9, 32, 0]]
     assert ScheduleCheck.from_dict(json.loads(json.dumps(check.to_dict()))) == check
 
@@ -362,7 +362,7 @@ def test_the_fixture_reports_the_schedule_and_its_check(
     ]  # fmt: skip
     assert check["schedule"]["speculative_config"][KEY] == [[1, 1, 4], [2, 16, 1]]
     labels = [r["label"] for r in report["results"]]
-    assert labels[-4:] == ["schedule c=1", "schedule c=16", "fixed k=1 c=16", "fixed k=4 c=1"]
+    assert labels[-4:] == ["fixed k=1 c=16", "fixed k=4 c=1", "schedule c=1", "schedule c=16"]
 
 
 def test_schedule_checks_made_in_workers_reach_the_controller(pytester: pytest.Pytester) -> None:
