@@ -87,6 +87,7 @@ def summary_text(report: Mapping[str, Any]) -> str:
         report.get("rankings") or [],
         report["session"],
         loads=report.get("loads") or [],
+        schedule_checks=report.get("schedule_checks") or [],
     )
     lines.append("-" * 21 + " worth it? (per target and proposer) " + "-" * 22)
     for checklist in checklists(report):

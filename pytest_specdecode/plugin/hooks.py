@@ -328,6 +328,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         state.products("rankings"),
         state.report_session(),
         loads=state.products("loads"),
+        schedule_checks=state.products("schedule_checks"),
     )
     for line in lines:
         terminalreporter.write_line(line)

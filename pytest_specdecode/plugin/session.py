@@ -384,6 +384,7 @@ class SpecDecodeSession:
             "sweeps": self.products("sweeps"),
             "rankings": self.products("rankings"),
             "loads": self.products("loads"),
+            "schedule_checks": self.products("schedule_checks"),
         })  # fmt: skip
 
 
