@@ -6,6 +6,9 @@ At batch 1 decode is memory-bound and a long draft pays; as the batch grows the 
 competes for compute, so a shorter draft (or none) does as well. The schedule takes, per
 measured concurrency, the smallest k within the tolerance of the fastest (k=0 where even the
 fastest is slower than the target alone); vLLM's scheduler then picks k by batch size itself.
+The check runs the scheduled engine and the best fixed k again, each against the baseline; on a
+busy 2-core CPU single rounds vary by 20% or more, hence 5 rounds and a 15% check tolerance
+(``--gate k_schedule.check_tolerance=0.05`` on a quiet machine).
 """
 
 import pytest
@@ -18,7 +21,7 @@ KS = [1, 2, 4]
 CONCURRENCY = [1, 8, 32]
 
 
-@pytest.mark.specdecode("k_schedule", trials=3)
+@pytest.mark.specdecode("k_schedule", trials=5)
 def test_k_schedule_holds(specdecode, gates):  # type: ignore[no-untyped-def]
     sweep = specdecode.sweep(
         PROMPTS, max_tokens=32, num_speculative_tokens=KS, concurrency=CONCURRENCY
