@@ -2,7 +2,8 @@
 engines (issue 24's done-when): ``sweep.schedule().speculative_config`` starts at batch 1, has
 no gaps or overlaps, reaches the largest concurrency, gives k=4 at batch 1 for the random
 pair's draft (which accepts nearly everything), and a ``Bench`` on it runs, speculates with the
-scheduled k and reports the speedup."""
+scheduled k and reports the speedup. A schedule of two k (``[[1, 2, 4], [3, 64, 1]]``) drafts
+4 tokens per draft at batch 2 and 1 at batch 8: vLLM chooses k by batch size."""
 
 from __future__ import annotations
 
@@ -35,11 +36,16 @@ with Bench(target, config, engine, trials=3, cost_ratio="off") as bench:
         runs = {c: scheduled.run(prompts * (c // len(prompts) or 1), max_tokens=32,
                                  concurrency=c, label=f"c={c}")
                 for c in (1, 16) if schedule.k_at(c)}
+    ranges = {**config, "num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 64, 1]]}
+    with Bench(target, ranges, engine, trials=2, cost_ratio="off") as by_hand:
+        ranged = {c: by_hand.run(prompts * (c // len(prompts) or 1), max_tokens=32,
+                                 concurrency=c, label=f"c={c}") for c in (2, 8)}
 for c, result in runs.items():
     print(f"c={c}: {result.speedup:.2f}x, {result.num_draft_tokens / result.num_drafts:.2f} "
           "draft tokens per draft", file=sys.stderr)
 print(json.dumps({"schedule": schedule.to_dict(),
-                  "runs": {c: r.to_dict(with_outputs=False) for c, r in runs.items()}}))
+                  "runs": {c: r.to_dict(with_outputs=False) for c, r in runs.items()},
+                  "ranged": {c: r.num_draft_tokens / r.num_drafts for c, r in ranged.items()}}))
 """
 
 
@@ -72,4 +78,7 @@ def test_a_sweep_gives_a_schedule_vllm_runs(tmp_path: Path) -> None:
         per_draft = result["num_draft_tokens"] / result["num_drafts"]
         assert per_draft == pytest.approx(k, abs=0.25), (c, per_draft, entries)
     assert runs["1"]["speedup"] > 1.2, out.stderr
+    # a schedule with two k: vLLM drafts 4 tokens at batch 2 and 1 at batch 8
+    assert data["ranged"]["2"] == pytest.approx(4, abs=0.25), data["ranged"]
+    assert data["ranged"]["8"] == pytest.approx(1, abs=0.25), data["ranged"]
     assert surviving_processes(tag) == []
