@@ -37,7 +37,7 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
     "load": {"min_latency_gain": 1.2, "slo_ttft_ms": 2000.0, "slo_tpot_ms": 100.0},
     # tolerance: how close to the fastest k a smaller k must be to be scheduled;
     # check_tolerance: how close the schedule must come to the best fixed k when checked
-    "k_schedule": {"tolerance": 0.05, "check_tolerance": 0.15},
+    "k_schedule": {"tolerance": 0.05, "check_tolerance": 0.05},
 }
 
 #: Engines resident at once on the tiny models (the plugin's default is 2).

@@ -242,8 +242,9 @@ GATES: dict[str, Callable[[Result, float], None]] = {
 
 
 def assert_schedule_holds(check: ScheduleCheck) -> None:
-    """Fail unless the schedule's speedup is at least ``(1 - tolerance)`` times the best fixed
-    k's at every concurrency of ``check`` (from ``specdecode.check_schedule``)."""
+    """Fail where the schedule is shown slower than the best fixed k at a concurrency of
+    ``check`` (from ``specdecode.check_schedule``): the upper end of its speedup's 95% interval
+    below ``(1 - tolerance)`` times the fixed k's speedup."""
     if not isinstance(check, ScheduleCheck):
         raise ConfigError(
             "assert_schedule_holds(check): expected the ScheduleCheck of check_schedule(), got "
@@ -252,7 +253,7 @@ def assert_schedule_holds(check: ScheduleCheck) -> None:
     if check.holds:
         return
     rows = "; ".join(
-        f"{row.describe()} (needs at least "
+        f"{row.describe()} (its interval needs to reach "
         f"{(1 - check.tolerance) * (row.fixed_speedup or 0.0):.2f}x)"
         for row in check.failing
     )
