@@ -174,7 +174,14 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
     _, output, _, _ = suite_run
     table = output.split("speculative decoding summary", 1)[1]
     assert "speedup [95% CI]" in table
-    rows = [line for line in table.splitlines() if line.startswith("test_")]
+    lines = table.split("speedup [95% CI]", 1)[1].splitlines()[2:]  # past the header's rule
+    rows = []
+    for line in lines:  # the results table, up to the first line that is not a row
+        if not line.startswith("test_"):
+            break
+        rows.append(line)
+    loads = [line for line in table.splitlines() if line.startswith("test_load_gate")]
+    assert loads and all(" req/s " in line or " all at once " in line for line in loads)
     assert [r.split()[0] for r in rows] == [
         "test_gates_pass",
         "test_speedup_gate_fails",
