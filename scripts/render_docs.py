@@ -126,22 +126,17 @@ def run_line(report: Mapping[str, Any]) -> str:
 def _figure(report: Mapping[str, Any], expression: str) -> str:
     """One placeholder: ``FIELD KEY [FORMAT]`` (FIELD a dotted path into the result whose
     table name is KEY; FORMAT ``x`` for a speedup, ``ci``, ``pct`` or a format spec),
-    ``session FIELD [FORMAT]`` or ``load TEST FIELD [FORMAT]`` (a dotted path into the load
-    result of the test function TEST)."""
+    ``session FIELD [FORMAT]``, ``load TEST FIELD [FORMAT]`` (a dotted path into the load
+    result of the test function TEST) or ``report PATH [FORMAT]`` (from the report's root)."""
     words = expression.split()
     if words[0] == "load":  # load TEST FIELD [FORMAT]: a field of the test's load result
         loads = {str(x["nodeid"]).rsplit("::", 1)[-1]: x for x in report.get("loads") or []}
         if words[1] not in loads:
             raise KeyError(f"placeholder {{{{ {expression} }}}}: no load {words[1]!r}")
-        value = loads[words[1]]
-        for part in words[2].split("."):
-            value = value[int(part)] if isinstance(value, list) else value[part]
-        return _format(value, words[3] if len(words) > 3 else ".2f")
-    if words[0] == "session":
-        value: Any = report["session"]
-        for part in words[1].split("."):
-            value = value[part]
-        return _format(value, words[2] if len(words) > 2 else "")
+        return _format(_dig(loads[words[1]], words[2]), words[3] if len(words) > 3 else ".2f")
+    if words[0] in ("report", "session"):  # a dotted path from the report's root (or session)
+        root = report if words[0] == "report" else report["session"]
+        return _format(_dig(root, words[1]), words[2] if len(words) > 2 else "")
     field, rest = words[0], " ".join(words[1:])
     fmt = ""
     key = rest
@@ -150,10 +145,14 @@ def _figure(report: Mapping[str, Any], expression: str) -> str:
     rows = by_label(report)
     if key not in rows:
         raise KeyError(f"placeholder {{{{ {expression} }}}}: no result {key!r} in {sorted(rows)}")
-    value = rows[key]
-    for part in field.split("."):
+    return _format(_dig(rows[key], field), fmt or ("x" if field == "speedup" else ".2f"))
+
+
+def _dig(value: Any, path: str) -> Any:
+    """``value`` followed along a dotted path of keys and list indices."""
+    for part in path.split("."):
         value = value[int(part)] if isinstance(value, list) else value[part]
-    return _format(value, fmt or ("x" if field == "speedup" else ".2f"))
+    return value
 
 
 def _ci(value: Any) -> str:
@@ -166,7 +165,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "pct": lambda v: f"{100 * v:.0f}%",
     "int": lambda v: f"{round(v):,}",
     "min": lambda v: f"{int(v // 60)} min {round(v % 60)} s",
-    "ms": lambda v: f"{1000 * v:.0f} ms",
+    "ms": lambda v: f"{1000 * v:.1f} ms",
 }
 
 

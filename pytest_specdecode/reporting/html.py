@@ -81,7 +81,7 @@ def _category_label(result: Mapping[str, Any]) -> str:
     return f"{result['category']}: {label(result)}"
 
 
-def speedup_chart(results: list[Mapping[str, Any]]) -> str:
+def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
     """Speedup per result with its 95% interval, grouped and coloured by category."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(results) + 1.5))
