@@ -9,7 +9,7 @@ from collections.abc import Callable
 from ..errors import ConfigError, GateError, InconclusiveError
 from .equivalence import DistributionCheck
 from .kschedule import ScheduleCheck
-from .load import LoadPoint, LoadResult, rate_text
+from .load import LoadPoint, LoadResult, ms_text, rate_text
 from .result import Result
 
 
@@ -179,10 +179,6 @@ def _load_where(result: LoadResult, point: LoadPoint) -> str:
     )
 
 
-def _ms(p: dict[int, float] | None, q: int) -> str:
-    return "-" if p is None else f"{p[q] * 1000:.1f} ms"
-
-
 def assert_latency_gain(
     result: LoadResult,
     at_rate: float | None = None,
@@ -200,9 +196,9 @@ def assert_latency_gain(
         raise GateError(
             f"{_load_where(result, point)}: p50 TPOT gain {gain:.2f}x is below the minimum "
             f"{threshold:.2f}x (95% CI {low:.2f}x-{high:.2f}x; p50 TPOT baseline "
-            f"{_ms(b.tpot, 50)}, speculative {_ms(s.tpot, 50)}; p99 TPOT {_ms(b.tpot, 99)} vs "
-            f"{_ms(s.tpot, 99)}; acceptance rate {point.acceptance_rate:.2f}; "
-            f"{result.traffic_line()})"
+            f"{ms_text(b.tpot, 50)}, speculative {ms_text(s.tpot, 50)}; p99 TPOT "
+            f"{ms_text(b.tpot, 99)} vs {ms_text(s.tpot, 99)}; acceptance rate "
+            f"{point.acceptance_rate:.2f}; {result.traffic_line()})"
         )
 
 
@@ -226,8 +222,8 @@ def assert_goodput(
         raise GateError(
             f"{_load_where(result, point)}: goodput ratio {ratio:.2f} is below the minimum "
             f"{threshold:.2f} (goodput under the SLO {bounds}: baseline {b.goodput:.3f} req/s, "
-            f"speculative {s.goodput:.3f} req/s; p99 TTFT {_ms(b.ttft, 99)} vs "
-            f"{_ms(s.ttft, 99)}, p99 TPOT {_ms(b.tpot, 99)} vs {_ms(s.tpot, 99)})"
+            f"speculative {s.goodput:.3f} req/s; p99 TTFT {ms_text(b.ttft, 99)} vs "
+            f"{ms_text(s.ttft, 99)}, p99 TPOT {ms_text(b.tpot, 99)} vs {ms_text(s.tpot, 99)})"
         )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..errors import ConfigError, GateError
-from .result import Result, _finite
+from .result import Result, finite
 from .verdict import NOT_WORTH, WORTH
 
 CANDIDATES_EXAMPLE = (
@@ -215,7 +215,7 @@ class Ranking:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (non-finite numbers as null)."""
-        data: dict[str, Any] = _finite(
+        data: dict[str, Any] = finite(
             {
                 "nodeid": self.nodeid,
                 "candidates": [c.to_dict() for c in self.candidates],

@@ -9,14 +9,13 @@ engine is within the tolerance of the best fixed k.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..engines.dynamic_sd import SCHEDULE_KEY, check_schedule, k_at
 from ..errors import ConfigError
-from .result import Result
+from .result import Result, finite, number
 
 #: Default tolerance: the smallest k within 5% of the best k's speedup is chosen.
 DEFAULT_TOLERANCE = 0.05
@@ -24,14 +23,6 @@ DEFAULT_TOLERANCE = 0.05
 
 def _ci(ci: Sequence[float]) -> tuple[float, float]:
     return (float(ci[0]), float(ci[1]))
-
-
-def _num(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _float(value: Any) -> float:
-    return float("nan") if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -52,10 +43,10 @@ class KChoice:
             "concurrency": self.concurrency,
             "k": self.k,
             "best_k": self.best_k,
-            "speedup": _num(self.speedup),
-            "speedup_ci": [_num(v) for v in self.speedup_ci],
-            "best_speedup": _num(self.best_speedup),
-            "best_speedup_ci": [_num(v) for v in self.best_speedup_ci],
+            "speedup": finite(self.speedup),
+            "speedup_ci": [finite(v) for v in self.speedup_ci],
+            "best_speedup": finite(self.best_speedup),
+            "best_speedup_ci": [finite(v) for v in self.best_speedup_ci],
             "reason": self.reason,
         }
 
@@ -63,11 +54,11 @@ class KChoice:
     def from_dict(cls, data: Mapping[str, Any]) -> KChoice:
         return cls(
             concurrency=int(data["concurrency"]), k=int(data["k"]), best_k=int(data["best_k"]),
-            speedup=_float(data["speedup"]),
-            speedup_ci=(_float(data["speedup_ci"][0]), _float(data["speedup_ci"][1])),
-            best_speedup=_float(data["best_speedup"]),
-            best_speedup_ci=(_float(data["best_speedup_ci"][0]),
-                             _float(data["best_speedup_ci"][1])),
+            speedup=number(data["speedup"]),
+            speedup_ci=(number(data["speedup_ci"][0]), number(data["speedup_ci"][1])),
+            best_speedup=number(data["best_speedup"]),
+            best_speedup_ci=(number(data["best_speedup_ci"][0]),
+                             number(data["best_speedup_ci"][1])),
             reason=str(data.get("reason", "")),
         )  # fmt: skip
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..engines.config import draft_model
 from ..engines.protocol import Counters, LoadRound, TimedRequest
 from ..errors import ConfigError
+from .result import finite, number
 from .stats import percentile, t975
 
 #: The percentiles every latency summary gives.
@@ -261,12 +262,12 @@ class LoadPoint:
         return {
             "rate": _json_rate(self.rate), "baseline": self.baseline.to_dict(),
             "speculative": self.speculative.to_dict(),
-            "tpot_speedup": _finite(self.tpot_speedup),
-            "tpot_speedup_ci": [_finite(v) for v in self.tpot_speedup_ci],
-            "goodput_ratio": _finite(self.goodput_ratio), "pays": self.pays,
+            "tpot_speedup": finite(self.tpot_speedup),
+            "tpot_speedup_ci": [finite(v) for v in self.tpot_speedup_ci],
+            "goodput_ratio": finite(self.goodput_ratio), "pays": self.pays,
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length, "first": self.first,
-            "round_gains": [_finite(g) for g in self.round_gains],
+            "round_gains": [finite(g) for g in self.round_gains],
         }  # fmt: skip
 
     @classmethod
@@ -274,10 +275,10 @@ class LoadPoint:
         low, high = data.get("tpot_speedup_ci") or (None, None)
         return cls(
             _rate(data["rate"]), LoadSummary.from_dict(data["baseline"]),
-            LoadSummary.from_dict(data["speculative"]), _number(data.get("tpot_speedup")),
-            (_number(low), _number(high)), float(data.get("acceptance_rate") or 0.0),
+            LoadSummary.from_dict(data["speculative"]), number(data.get("tpot_speedup")),
+            (number(low), number(high)), float(data.get("acceptance_rate") or 0.0),
             float(data.get("mean_acceptance_length") or 1.0), str(data.get("first") or "baseline"),
-            tuple(_number(g) for g in data.get("round_gains") or ()),
+            tuple(number(g) for g in data.get("round_gains") or ()),
         )  # fmt: skip
 
 
@@ -376,9 +377,9 @@ class LoadResult:
             b, s = p.baseline.tpot, p.speculative.tpot
             low, high = p.tpot_speedup_ci
             lines.append(
-                f"  {rate_text(p.rate)}: p50 TPOT {_ms(b, 50)} -> {_ms(s, 50)} "
+                f"  {rate_text(p.rate)}: p50 TPOT {ms_text(b, 50)} -> {ms_text(s, 50)} "
                 f"(gain {p.tpot_speedup:.2f}x, 95% CI {low:.2f}x-{high:.2f}x), p99 TPOT "
-                f"{_ms(b, 99)} -> {_ms(s, 99)}"
+                f"{ms_text(b, 99)} -> {ms_text(s, 99)}"
             )
         lines.append("  " + self.traffic_line())
         return "\n".join(lines)
@@ -436,14 +437,6 @@ def _rate(value: Any) -> float:
     return math.inf if value == "inf" else float(value)
 
 
-def _number(value: Any) -> float:
-    return math.nan if value is None else float(value)
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
 def rate_text(rate: float | None) -> str:
     """A rate in words: ``2 req/s``, ``all at once``."""
     if rate is None:
@@ -451,5 +444,6 @@ def rate_text(rate: float | None) -> str:
     return "all at once" if math.isinf(rate) else f"{rate:g} req/s"
 
 
-def _ms(p: dict[int, float] | None, q: int) -> str:
+def ms_text(p: dict[int, float] | None, q: int) -> str:
+    """The ``q``-th percentile of ``p`` (seconds) in milliseconds: ``12.0 ms``, ``-``."""
     return "-" if p is None else f"{p[q] * 1000:.1f} ms"

@@ -112,8 +112,8 @@ class Result:
             for side in ("baseline", "speculative"):
                 data[side].pop("token_ids")
                 data[side].pop("texts")
-        finite: dict[str, Any] = _finite(data)
-        return finite
+        plain: dict[str, Any] = finite(data)
+        return plain
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
@@ -121,7 +121,7 @@ class Result:
         this version does not know are ignored."""
         values = _known(cls, data)
         low, high = data["speedup_ci"]
-        values["speedup_ci"] = (_number(low), _number(high))
+        values["speedup_ci"] = (number(low), number(high))
         values["baseline"] = EngineFigures.from_dict(data["baseline"])
         values["speculative"] = EngineFigures.from_dict(data["speculative"])
         values["divergences"] = [Divergence(**d) for d in data.get("divergences") or []]
@@ -172,16 +172,17 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-def _number(value: Any) -> float:
+def number(value: Any) -> float:
+    """A figure from its dict form: ``None`` (JSON's null) is ``nan``."""
     return math.nan if value is None else float(value)
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """JSON has no NaN/inf: write them as null."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value

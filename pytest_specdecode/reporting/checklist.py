@@ -28,7 +28,7 @@ from numbers import Real
 from typing import Any
 
 from ..measure.kschedule import KSchedule, ScheduleCheck
-from ..measure.load import LoadPoint, LoadResult, rate_text
+from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
@@ -468,15 +468,13 @@ def _load_group(load: LoadResult) -> tuple[str, str, str | None]:
 def _tpot(point: LoadPoint) -> str:
     """``p50 TPOT 24.0 ms -> 12.0 ms, gain 2.00x [1.93-2.11]`` at one rate."""
 
-    def ms(side: Any) -> str:
-        return "-" if side.tpot is None else f"{side.tpot[50] * 1000:.1f} ms"
-
     def num(value: float) -> str:
         return "-" if math.isnan(value) else f"{value:.2f}"
 
     low, high = point.tpot_speedup_ci
     return (
-        f"p50 TPOT {ms(point.baseline)} -> {ms(point.speculative)}, gain "
+        f"p50 TPOT {ms_text(point.baseline.tpot, 50)} -> {ms_text(point.speculative.tpot, 50)}, "
+        "gain "
         f"{num(point.tpot_speedup)}x [{num(low)}-{num(high)}]"
     )
 
