@@ -33,7 +33,13 @@ from .equivalence import (
     compare_distributions,
 )
 from .figures import build_result, proposer, with_notes, with_theory, with_verdict
-from .inputs import check_lengths, check_run_args, structured_outputs, validate_prompts
+from .inputs import (
+    check_lengths,
+    check_run_args,
+    cycled,
+    structured_outputs,
+    validate_prompts,
+)
 from .kschedule import (
     KSchedule,
     ScheduleCheck,
@@ -596,18 +602,22 @@ class Bench:
         }
         sweep = Sweep(self.name, base_config=base_config)
         for k in ks:
-            config = EngineConfig.create(
-                self.speculative.target, {**base_config, "num_speculative_tokens": k},
-                self.speculative.engine_kwargs,
-            )  # fmt: skip
+            config = self._with_k(base_config, k)
             for c in cs:
-                batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), c))]
+                batch = cycled(prompts, max(len(prompts), c))
                 result = self._run(
                     config, batch, max_tokens=max_tokens, concurrency=c,
                     label=f"k={k} c={c}", **run_kwargs,
                 )  # fmt: skip
                 sweep.add(k, c, result)
         return sweep
+
+    def _with_k(self, base_config: Mapping[str, Any], k: int) -> EngineConfig:
+        """The speculative engine of ``base_config`` with a fixed ``k``."""
+        return EngineConfig.create(
+            self.speculative.target, {**base_config, "num_speculative_tokens": k},
+            self.speculative.engine_kwargs,
+        )  # fmt: skip
 
     def check_schedule(
         self,
@@ -667,7 +677,7 @@ class Bench:
         measured: dict[str, Result] = {}
 
         def run(config: EngineConfig, c: int, label: str) -> None:
-            batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), c))]
+            batch = cycled(prompts, max(len(prompts), c))
             measured[label] = self._run(
                 config, batch, max_tokens=max_tokens, concurrency=c, label=label, **run_kwargs
             )
@@ -675,10 +685,7 @@ class Bench:
         groups = [(scheduled, [(p.concurrency, f"schedule c={p.concurrency}") for p in plan
                                if p.scheduled_k])]  # fmt: skip
         for k in sorted({p.fixed_k for p in plan if p.scheduled_k}):
-            fixed = EngineConfig.create(
-                self.speculative.target, {**schedule.base_config, "num_speculative_tokens": k},
-                self.speculative.engine_kwargs,
-            )  # fmt: skip
+            fixed = self._with_k(schedule.base_config, k)
             runs = [(p.concurrency, f"fixed k={k} c={p.concurrency}") for p in plan
                     if p.scheduled_k and p.fixed_k == k]  # fmt: skip
             groups.append((fixed, runs))

@@ -140,3 +140,8 @@ def check_run_args(max_tokens: Any, temperature: Any, concurrency: Any) -> None:
         raise ConfigError(f"run(temperature=...): expected a number >= 0, got {temperature!r}")
     if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
         raise ConfigError(f"run(concurrency=...): expected a positive integer, got {concurrency!r}")
+
+
+def cycled(prompts: Sequence[Any], n: int) -> list[Any]:
+    """``n`` prompts: ``prompts`` repeated in order (request i carries ``prompts[i % len]``)."""
+    return [prompts[i % len(prompts)] for i in range(n)]

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..engines.protocol import Counters, EngineBackend, EngineSource, LoadRound
+from .inputs import cycled
 from .load import rate_text
 
 Progress = Callable[[str], None]
@@ -69,7 +70,7 @@ def run_load(
     def measure(which: str, engine: EngineBackend, rate: float) -> None:
         __tracebackhide__ = True
         firsts.setdefault(rate, which)
-        batch = [prompts[i % len(prompts)] for i in range(len(schedules[rate]))]
+        batch = cycled(prompts, len(schedules[rate]))
         before = engine.counters() if which == "speculative" else None
         done.setdefault((which, rate), []).append(
             engine.load_round(batch, sampling, list(schedules[rate]))
