@@ -94,28 +94,32 @@ def _load_points(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]
 def _measures(
     figures: Mapping[str, Any],
     measures: Mapping[str, Callable[[Mapping[str, Any]], Any]],
-    bounded: str,
-    ci: str,
+    bounds: Mapping[str, str],
 ) -> dict[str, dict[str, float]]:
-    """The finite ``measures`` of one result or load point; ``bounded`` also gets its 95%
-    interval (read from ``figures[ci]``) as lower and upper values."""
+    """The finite ``measures`` of one result, load point or schedule-check row; a measure
+    named in ``bounds`` also gets its 95% interval (read from ``figures[bounds[measure]]``) as
+    lower and upper values."""
     out: dict[str, dict[str, float]] = {}
     for measure, read in measures.items():
         value = _finite(read(figures))
         if value is None:
             continue
         out[measure] = {"value": value}
-        interval = _interval(figures, ci) if measure == bounded else None
+        interval = _interval(figures, bounds[measure]) if measure in bounds else None
         if interval is not None:
             out[measure].update(lower_value=interval[0], upper_value=interval[1])
     return out
 
 
-#: BMF measures of a schedule check's row (one concurrency), each with its 95% interval:
-#: name -> (the row's speedup key, its interval key). Both are higher-is-better.
-SCHEDULE_MEASURES = {
-    "scheduled-speedup": ("scheduled_speedup", "scheduled_speedup_ci"),
-    "fixed-speedup": ("fixed_speedup", "fixed_speedup_ci"),
+#: BMF measures of a schedule check's row (one concurrency), both higher-is-better.
+SCHEDULE_MEASURES: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "scheduled-speedup": lambda r: r.get("scheduled_speedup"),
+    "fixed-speedup": lambda r: r.get("fixed_speedup"),
+}
+#: Each measure's 95% interval in a schedule check's row.
+SCHEDULE_BOUNDS = {
+    "scheduled-speedup": "scheduled_speedup_ci",
+    "fixed-speedup": "fixed_speedup_ci",
 }
 
 
@@ -133,36 +137,22 @@ def _schedule_rows(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, An
     ]
 
 
-def _schedule_measures(row: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """The scheduled engine's and the best fixed k's speedups at one concurrency, each with
-    its 95% interval (a side not run, as where the schedule is off, is left out)."""
-    out: dict[str, dict[str, float]] = {}
-    for measure, (key, ci) in SCHEDULE_MEASURES.items():
-        value = _finite(row.get(key))
-        if value is None:
-            continue
-        out[measure] = {"value": value}
-        interval = _interval(row, ci)
-        if interval is not None:
-            out[measure].update(lower_value=interval[0], upper_value=interval[1])
-    return out
-
-
 def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value",
     "upper_value"}}}``; the speedup, the TPOT gain and a schedule check's two speedups have
     bounds (their 95% intervals)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for result in report.get("results") or []:
-        measures = _measures(result, MEASURES, "speedup", "speedup_ci")
+        measures = _measures(result, MEASURES, {"speedup": "speedup_ci"})
         if measures:
             out[benchmark_name(result)] = measures
     for name, point in _load_points(report):
-        measures = _measures(point, LOAD_MEASURES, "tpot-speedup", "tpot_speedup_ci")
+        measures = _measures(point, LOAD_MEASURES, {"tpot-speedup": "tpot_speedup_ci"})
         if measures:
             out[name] = measures
     for name, row in _schedule_rows(report):
-        measures = _schedule_measures(row)
+        # a side not run (where the schedule is off) is left out
+        measures = _measures(row, SCHEDULE_MEASURES, SCHEDULE_BOUNDS)
         if measures:
             out[name] = measures
     return out
