@@ -79,3 +79,19 @@ def sweep_dict(**kwargs: Any) -> dict[str, Any]:
 
 def check_dict(*args: Any, **kwargs: Any) -> dict[str, Any]:
     return as_read(check(*args, **kwargs).to_dict())
+
+
+#: A one-test suite that sweeps on the simulated engines, makes the schedule and checks it.
+SCHEDULE_SUITE = """
+import pytest
+from pytest_specdecode import assert_schedule_holds
+
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("k_schedule", target="org/target", speculative_config=SPEC)
+def test_schedule(specdecode):
+    sweep = specdecode.sweep(["p"], max_tokens=8, num_speculative_tokens=[1, 4],
+                             concurrency=[1, 16])
+    check = specdecode.check_schedule(sweep.schedule(), ["p"], max_tokens=8)
+    assert_schedule_holds(check)
+"""

@@ -26,6 +26,7 @@ from pytest_specdecode.measure.sweep import Sweep
 
 from .fakes import CONFTEST, FakeSource, use_fake
 from .helpers import fake_result
+from .schedule_reports import SCHEDULE_SUITE
 
 DRAFT = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
 KEY = dynamic_sd.SCHEDULE_KEY
@@ -329,27 +330,12 @@ def test_bad_check_arguments_are_refused_before_anything_runs(
 
 
 # -- in pytest ---------------------------------------------------------------------------------
-SUITE = """
-import pytest
-from pytest_specdecode import assert_schedule_holds
-
-SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
-
-@pytest.mark.specdecode("k_schedule", target="org/target", speculative_config=SPEC)
-def test_schedule(specdecode):
-    sweep = specdecode.sweep(["p"], max_tokens=8, num_speculative_tokens=[1, 4],
-                             concurrency=[1, 16])
-    check = specdecode.check_schedule(sweep.schedule(), ["p"], max_tokens=8)
-    assert_schedule_holds(check)
-"""
-
-
 def test_the_fixture_reports_the_schedule_and_its_check(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = use_fake(pytester, monkeypatch)
     source.speedup_fn = lambda k, c: {1: 1.5, 4: 2.0}[k] if c == 1 else {1: 1.3, 4: 1.1}[k]
-    pytester.makepyfile(test_suite=SUITE)
+    pytester.makepyfile(test_suite=SCHEDULE_SUITE)
     result = pytester.runpytest("-p", "no:cacheprovider", "--specdecode-report", "report.json")
     result.assert_outcomes(passed=1)
     report = json.loads((pytester.path / "report.json").read_text())
@@ -369,7 +355,7 @@ def test_schedule_checks_made_in_workers_reach_the_controller(pytester: pytest.P
     pytest.importorskip("xdist")
     pytester.makeconftest(CONFTEST.format(repo=str(REPO)))
     pytester.makepyfile(
-        test_suite=SUITE.replace("def test_schedule(specdecode):",
+        test_suite=SCHEDULE_SUITE.replace("def test_schedule(specdecode):",
                                  "@pytest.mark.parametrize('i', range(2))\n"
                                  "def test_schedule(specdecode, i):")
     )  # fmt: skip

@@ -15,7 +15,14 @@ from pytest_specdecode.baselines import files
 from pytest_specdecode.errors import ConfigError
 from pytest_specdecode.measure.kschedule import KSchedule, ScheduleCheck
 
-from .schedule_reports import FELL_SHORT, check, check_dict, sweep, sweep_dict
+from .schedule_reports import (
+    FELL_SHORT,
+    SCHEDULE_SUITE,
+    check,
+    check_dict,
+    sweep,
+    sweep_dict,
+)
 
 
 def _report(sweeps: list[dict[str, Any]], checks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,20 +87,6 @@ def test_a_malformed_schedule_or_check_is_refused_naming_where(
     assert says in str(error.value)
 
 
-SUITE = """
-import pytest
-from pytest_specdecode import assert_schedule_holds
-
-SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
-
-@pytest.mark.specdecode("k_schedule", target="org/target", speculative_config=SPEC)
-def test_schedule(specdecode):
-    sweep = specdecode.sweep(["p"], max_tokens=8, num_speculative_tokens=[1, 4],
-                             concurrency=[1, 16])
-    assert_schedule_holds(specdecode.check_schedule(sweep.schedule(), ["p"], max_tokens=8))
-"""
-
-
 def test_the_plugins_report_validates_and_its_checklist_and_page_show_the_schedule(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,7 +95,7 @@ def test_the_plugins_report_validates_and_its_checklist_and_page_show_the_schedu
 
     source = use_fake(pytester, monkeypatch)
     source.speedup_fn = lambda k, c: {1: 1.5, 4: 2.0}[k] if c == 1 else {1: 1.3, 4: 1.1}[k]
-    pytester.makepyfile(test_suite=SUITE)
+    pytester.makepyfile(test_suite=SCHEDULE_SUITE)
     result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "--specdecode-report", "report.json",
         "--specdecode-html", "report.html",
