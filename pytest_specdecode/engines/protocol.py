@@ -112,6 +112,84 @@ class RequestFigures:
         return 1.0 + self.accepted_tokens / self.spec_steps if self.spec_steps > 0 else 1.0
 
 
+#: The phases of one engine step, in the order a step runs them (one home: every table, chart
+#: and check asks this tuple). ``other`` is what the step's wall time holds beyond the rest.
+PHASES = ("prepare", "forward", "sample", "draft", "other")
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    """Seconds summed over a round's engine steps of one kind, by phase, timed inside the
+    engine: ``prepare`` (scheduling output to model inputs), ``forward`` (the target's forward
+    pass: a decode step on the baseline, the verification pass over k + 1 positions on the
+    speculative side), ``sample`` (sampling and rejection sampling), ``draft`` (the proposer's
+    next draft) and ``other`` (the rest of the step's wall time)."""
+
+    steps: int
+    total: float  # wall (or device) seconds of those steps
+    prepare: float = 0.0
+    forward: float = 0.0
+    sample: float = 0.0
+    draft: float = 0.0
+
+    @property
+    def other(self) -> float:
+        """The step time no named phase accounts for (never below 0)."""
+        return max(0.0, self.total - self.prepare - self.forward - self.sample - self.draft)
+
+    def seconds(self, phase: str) -> float:
+        """Summed seconds of one of :data:`PHASES`."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; the phases are {', '.join(PHASES)}")
+        return float(getattr(self, phase))
+
+    def __add__(self, other: PhaseTimes) -> PhaseTimes:
+        return PhaseTimes(
+            self.steps + other.steps, self.total + other.total,
+            self.prepare + other.prepare, self.forward + other.forward,
+            self.sample + other.sample, self.draft + other.draft,
+        )  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps, "total": self.total, "prepare": self.prepare,
+            "forward": self.forward, "sample": self.sample, "draft": self.draft,
+        }  # fmt: skip
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> PhaseTimes:
+        return cls(
+            int(data["steps"]), float(data["total"]),
+            *(float(data.get(p) or 0.0) for p in PHASES[:-1]),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Where one round's engine steps spent their time: prefill steps (any prompt tokens
+    scheduled) kept apart from decode steps, and how they were timed (``"wall"``: CPU wall
+    clock, exact on CPU; ``"cuda-events"``: device time from CUDA events on the stream)."""
+
+    prefill: PhaseTimes
+    decode: PhaseTimes
+    clock: str = "wall"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prefill": self.prefill.to_dict(),
+            "decode": self.decode.to_dict(),
+            "clock": self.clock,
+        }
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> StepProfile:
+        return cls(
+            PhaseTimes.of(data["prefill"]),
+            PhaseTimes.of(data["decode"]),
+            str(data.get("clock") or "wall"),
+        )
+
+
 @dataclass(frozen=True)
 class Round:
     """One timed ``generate`` of a workload on one engine."""
@@ -119,13 +197,18 @@ class Round:
     elapsed: float  # wall seconds, timed where the engine runs
     requests: tuple[RequestFigures, ...]
     other_requests: int = 0  # requests the engine served meanwhile that were not ours
+    #: the round's engine steps by phase, timed inside the engine; None where the engine
+    #: cannot be looked into (a served endpoint we did not start)
+    profile: StepProfile | None = None
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Round:
+        profile = data.get("profile")
         return cls(
             float(data["elapsed"]),
             tuple(RequestFigures.of(q) for q in data["requests"]),
             int(data.get("other_requests") or 0),
+            None if profile is None else StepProfile.of(profile),
         )
 
     @property
