@@ -35,9 +35,9 @@ def phases(
     base: dict[str, Any] | None = None,
     spec: dict[str, Any] | None = None,
     break_even: float | None = 2.1,
-    break_even_ci: list[float] | None = None,
+    break_even_ci: list[float | None] | None = None,
     acceptance: float | None = 3.4,
-    acceptance_ci: list[float] | None = None,
+    acceptance_ci: list[float | None] | None = None,
     clock: str = "wall",
     explanation: str = "draft proposal is 37% of each speculative step",
 ) -> dict[str, Any]:

@@ -190,13 +190,18 @@ def _concurrency_axis(ax: Any, concurrencies: Sequence[int]) -> None:
 
 
 def break_even_chart(sweep: Mapping[str, Any]) -> str:
+    """:func:`break_even_figure` as inline SVG."""
+    return _svg(break_even_figure(sweep))
+
+
+def break_even_figure(sweep: Mapping[str, Any]) -> Any:
     """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
     step / baseline decode step) against concurrency with its 95% interval (solid), and the
     measured acceptance length with its interval (dashed, same colour); speculation pays where
     the dashed line lies above the solid one. Ticks at the measured concurrencies."""
     plt = _pyplot()
     points = break_even_points(sweep)
-    fig, ax = plt.subplots(figsize=(5.6, 4.2))
+    fig, ax = plt.subplots(figsize=(4.8, 4.0))
     for i, k in enumerate(sorted({p.k for p in points})):
         mine = [p for p in points if p.k == k]
         colour = f"C{i % 10}"
@@ -226,7 +231,7 @@ def break_even_chart(sweep: Mapping[str, Any]) -> str:
                  "concurrency", fontsize=12)  # fmt: skip
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
               frameon=False)  # fmt: skip
-    return _svg(fig)
+    return fig
 
 
 def _sweep_break_even(index: int, sweep: Mapping[str, Any], served: bool) -> list[str]:
