@@ -1,6 +1,7 @@
 """Command line: ``python -m pytest_specdecode compare OLD.json NEW.json``,
 ``python -m pytest_specdecode html REPORT.json OUT.html`` and
-``python -m pytest_specdecode export REPORT.json --format bmf|github-action-benchmark``.
+``python -m pytest_specdecode export REPORT.json --format bmf|github-action-benchmark|
+github-action-benchmark-smaller``.
 
 Prints the same tables (``html``: the "worth it?" checklist) as the plugin, without running
 anything; ``export`` writes the figures for a history tracker (stdout, or ``--output``). Exit
@@ -126,7 +127,13 @@ def _export(args: argparse.Namespace) -> int:
     data = report.load(args.report, "report file")
     if not data["results"] and not data.get("loads"):
         raise ConfigError(f"report file {args.report}: holds no results to export")
-    text = json.dumps(FORMATS[args.format](data), indent=2, allow_nan=False) + "\n"
+    document = FORMATS[args.format](data)
+    if args.format == "github-action-benchmark-smaller" and not document:
+        raise ConfigError(
+            f"report file {args.report}: holds no phase figures to export (served engines have "
+            "none, and reports from before phase timing neither); export the other formats"
+        )
+    text = json.dumps(document, indent=2, allow_nan=False) + "\n"
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -158,7 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.add_argument(
         "--format", required=True, choices=list(FORMATS),
         help="bmf: Bencher Metric Format (bencher run --adapter json); github-action-benchmark: "
-        "its customBiggerIsBetter list",
+        "its customBiggerIsBetter list; github-action-benchmark-smaller: its "
+        "customSmallerIsBetter list of the phase figures (break-even length, draft share, "
+        "verify cost)",
     )  # fmt: skip
     export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
     args = parser.parse_args(argv)

@@ -13,7 +13,12 @@ import pytest
 
 from pytest_specdecode.__main__ import main as cli_main
 from pytest_specdecode.baselines.compare import result_key
-from pytest_specdecode.reporting.export import benchmark_name, bmf, github_action_benchmark
+from pytest_specdecode.reporting.export import (
+    benchmark_name,
+    bmf,
+    github_action_benchmark,
+    github_action_benchmark_smaller,
+)
 
 from .fakes import FakeSource, use_fake
 
@@ -39,6 +44,9 @@ BMF_SCHEMA = {
                 "speculative-goodput",
                 "scheduled-speedup",
                 "fixed-speedup",
+                "break-even-length",
+                "draft-share",
+                "verify-cost",
             ]
         },  # fmt: skip
         "additionalProperties": {
@@ -310,3 +318,76 @@ def test_github_action_benchmark_lists_each_scheduled_speedup_with_the_fixed_k()
         "range": "95% CI 1.690-1.810",
         "extra": "scheduled k=2; best fixed k=4 1.820x (95% CI 1.720-1.920)",
     }  # fmt: skip
+
+
+# --- phase figures (results[i]["phases"]) ----------------------------------------------------
+
+
+def _with_phases() -> dict[str, Any]:
+    from .phase_reports import phases
+
+    losing = phases(break_even=4.1, break_even_ci=[3.9, 4.3], acceptance=3.3)
+    losing["break_even_ci"] = None  # a single round: no interval
+    return {"results": [
+        _result("t.py::test_a", phases=phases()),
+        _result("t.py::test_a", "batch 32", phases=losing),
+        _result("t.py::test_b", phases=None),  # a served engine
+        _result("t.py::test_c"),  # a report from before phase timing
+    ]}  # fmt: skip
+
+
+def test_bmf_has_the_phase_figures_with_the_break_even_interval() -> None:
+    out = bmf(_with_phases())
+    jsonschema.validate(out, BMF_SCHEMA)
+    first = out["t.py::test_a"]
+    assert first["break-even-length"] == {"value": 2.1, "lower_value": 1.9, "upper_value": 2.3}
+    assert first["draft-share"] == {"value": 0.37} and first["verify-cost"] == {"value": 1.21}
+    assert out["t.py::test_a[batch 32]"]["break-even-length"] == {"value": 4.1}
+    for key in ("t.py::test_b", "t.py::test_c"):
+        assert not {"break-even-length", "draft-share", "verify-cost"} & set(out[key])
+    json.dumps(out, allow_nan=False)
+
+
+def test_github_action_benchmark_puts_the_phase_figures_in_the_speedup_entry() -> None:
+    entries = github_action_benchmark(_with_phases())
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert entries[0]["extra"] == (
+        "acceptance rate 0.750; mean acceptance length 3.50; baseline tok/s 10.0; speculative "
+        "tok/s 20.0; break-even length 2.10 (95% CI 1.90-2.30); draft share 0.370; verify cost "
+        "1.21"
+    )
+    assert entries[1]["extra"].endswith("; break-even length 4.10; draft share 0.370; "
+                                        "verify cost 1.21")  # fmt: skip
+    assert "break-even" not in entries[2]["extra"] + entries[3]["extra"]
+
+
+def test_github_action_benchmark_smaller_lists_each_phase_figure() -> None:
+    entries = github_action_benchmark_smaller(_with_phases())
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert entries[:3] == [
+        {"name": "t.py::test_a break-even-length", "unit": "tokens/step", "value": 2.1,
+         "range": "95% CI 1.900-2.300", "extra": "measured acceptance length 3.40"},
+        {"name": "t.py::test_a draft-share", "unit": "share of a step", "value": 0.37},
+        {"name": "t.py::test_a verify-cost", "unit": "baseline forward passes", "value": 1.21},
+    ]  # fmt: skip
+    assert [e["name"] for e in entries[3:]] == [
+        "t.py::test_a[batch 32] break-even-length", "t.py::test_a[batch 32] draft-share",
+        "t.py::test_a[batch 32] verify-cost",
+    ]  # fmt: skip  # nothing for the served result or the older one
+    assert "range" not in entries[3]
+
+
+def test_cli_exports_the_phase_figures_or_says_there_are_none(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .phase_reports import report, result
+
+    saved = pytester.path / "phases.json"
+    saved.write_text(json.dumps(report([result()])))
+    assert cli_main(["export", str(saved), "--format", "github-action-benchmark-smaller"]) == 0
+    entries = _strict_json(capsys.readouterr().out)
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert [e["value"] for e in entries] == [2.1, 0.37, 1.21]
+    saved.write_text(json.dumps(report([result(phases=None)])))
+    assert cli_main(["export", str(saved), "--format", "github-action-benchmark-smaller"]) == 2
+    assert "phases.json: holds no phase figures to export" in capsys.readouterr().err

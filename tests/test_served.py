@@ -529,6 +529,34 @@ def test_plugin_measures_two_servers(pytester: pytest.Pytester, servers: Any) ->
     }
 
 
+def test_a_served_run_says_it_has_no_phase_figures(
+    pytester: pytest.Pytester, servers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served engines cannot be looked into: the summary, the step summary, the checklist and
+    the page say so where the phase figures would be, and the report holds none."""
+    pytest.importorskip("matplotlib.pyplot")
+    base, spec = servers(speculating=False), servers()
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
+        "--specdecode-trials", "2", "--specdecode-report", "r.json",
+        "--specdecode-html", "r.html",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str().splitlines()
+    assert "phases: no phase figures: served engine" in out
+    assert "Phases: no phase figures: served engine." in summary.read_text().splitlines()
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["results"][0].get("phases") is None
+    (checklist,) = report["checklist"]
+    (draft,) = [x for x in checklist["lines"] if x["question"] == "choice of draft"]
+    assert draft == {"question": "choice of draft", "answer": "unknown",
+                     "figure": "no phase figures: served engine"}  # fmt: skip
+    assert "no phase figures: served engine" in (pytester.path / "r.html").read_text()
+
+
 def test_plugin_refuses_a_baseline_url_that_speculates(
     pytester: pytest.Pytester, server: FakeServer
 ) -> None:

@@ -154,8 +154,35 @@ class SpecDecode:
             "baseline_tokens_per_second": round(result.baseline.tokens_per_second, 2),
             "speculative_tokens_per_second": round(result.speculative.tokens_per_second, 2),
         }
+        figures.update(_phase_properties(getattr(result, "phases", None)))
         for name, value in figures.items():
             self._node.user_properties.append((f"{prefix}.{name}", value))
+
+
+#: Phase figures that become junit XML properties: (property, key in ``Result.phases``'s
+#: dict form, end of its interval or None).
+PHASE_PROPERTIES = (
+    ("break_even_length", "break_even_length", None),
+    ("break_even_ci_low", "break_even_ci", 0),
+    ("break_even_ci_high", "break_even_ci", 1),
+    ("draft_share", "draft_share", None),
+)
+
+
+def _phase_properties(phases: Any) -> dict[str, float]:
+    """The break-even length (with its interval) and the draft share of ``Result.phases``
+    (its dict form, or the object with ``to_dict()``); none without phase figures."""
+    if phases is None:
+        return {}
+    data = phases if isinstance(phases, Mapping) else phases.to_dict()
+    out = {}
+    for name, key, end in PHASE_PROPERTIES:
+        value = data.get(key)
+        if end is not None:
+            value = value[end] if isinstance(value, Sequence) and len(value) == 2 else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+            out[name] = round(float(value), 4)
+    return out
 
 
 def vllm_available() -> bool:

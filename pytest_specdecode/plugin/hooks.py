@@ -329,6 +329,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         state.report_session(),
         loads=state.products("loads"),
         schedule_checks=state.products("schedule_checks"),
+        served=state.served,
     )
     for line in lines:
         terminalreporter.write_line(line)
@@ -375,11 +376,13 @@ def _comparison_summary(
 
 
 def _github_summary(path: str, state: SpecDecodeSession) -> None:
-    from ..reporting.table import render, render_comparison
+    from ..reporting.table import phase_markdown, render, render_comparison
 
-    parts = ["## Speculative decoding", "", render(
-        state.result_dicts(with_outputs=False), tablefmt="github"
-    ), ""]  # fmt: skip
+    results = state.result_dicts(with_outputs=False)
+    parts = ["## Speculative decoding", "", render(results, tablefmt="github"), ""]
+    phase_lines = phase_markdown(results, served=state.served)
+    if phase_lines:
+        parts += [*phase_lines, ""]
     if state.verdicts:
         parts += ["### Comparison with the baseline", "", render_comparison(
             state.verdicts, tablefmt="github"), ""]  # fmt: skip

@@ -385,6 +385,7 @@ class SpecDecodeSession:
             "rankings": self.products("rankings"),
             "loads": self.products("loads"),
             "schedule_checks": self.products("schedule_checks"),
+            "environment": {"served": True} if self.served else {},
         })  # fmt: skip
 
 

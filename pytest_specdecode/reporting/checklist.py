@@ -12,6 +12,11 @@ question yes, no or unknown with the figure behind it:
 * workload: the speedup and acceptance of each category;
 * traffic: the arrival rate up to which speculation lowers p50 TPOT (``specdecode.load``);
 * context: long prompts against short ones (runs labelled or categorised ``long``/``short``);
+* choice of draft: from inside the speculative engine, the draft's share of each step, the
+  cost ratio and the verification pass's cost, and whether the measured acceptance length
+  clears the break-even length (a served engine has no phase figures: it says so);
+* batch size also quotes the break-even length against the measured acceptance length at each
+  concurrency, where the runs have phase figures;
 * choice: where the proposer ranked, when ``choose_draft`` compared it with others.
 
 A pure function of the dict: it works on a saved report as well as in the plugin.
@@ -29,6 +34,7 @@ from typing import Any
 
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
+from .phases import NOT_RECORDED, SERVED, interval, pays, phases, with_interval
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
@@ -124,15 +130,18 @@ def checklists(report: Mapping[str, Any]) -> list[Checklist]:
     sweeps = [s for s in report.get("sweeps") or [] if isinstance(s, Mapping)]
     checks = [c for c in (_check(x) for x in report.get("schedule_checks") or []) if c]
     rankings = [k for k in report.get("rankings") or [] if isinstance(k, Mapping)]
+    environment = report.get("environment")
+    served = isinstance(environment, Mapping) and bool(environment.get("served"))
     by_key = {(str(r.get("nodeid", "")), str(r.get("label") or "")): r for r in results}
     out = []
     for key, rows in groups.items():
         nodeids = {str(r.get("nodeid", "")) for r in rows}
         mine = [s for s in sweeps if str(s.get("nodeid", "")) in nodeids]
         batch_size = _scheduled(_batch(rows, mine), mine, checks)
+        batch_size = _break_even(batch_size, _curves(rows, mine))
         answers = [_memory(rows), batch_size, _traffic(loads.get(key, []))]
         answers += _workloads(rows)
-        answers.append(_context(rows))
+        answers += [_context(rows), _draft(rows, served)]
         answers += _choices(key, rankings, by_key)
         lines = tuple(a.line for a in answers)
         out.append(Checklist(key[0], key[1], key[2], lines, _summary(answers)))
@@ -612,6 +621,90 @@ def _is_long(r: Row) -> bool:
     if _SHORT.search(label):
         return False
     return bool(_LONG.search(label) or _LONG.search(str(r.get("category") or "")))
+
+
+DRAFT_CHOICE = "choice of draft"
+
+
+def _draft(rows: Sequence[Row], served: bool) -> _Answer:
+    """From inside the speculative engine: what the proposal costs of each step (its share,
+    the cost ratio per drafted token, the verification pass in baseline steps) and whether the
+    measured acceptance length clears the break-even length. Yes where some run's does (their
+    intervals apart), no where every run's falls below it (with the term that dominates)."""
+    measured = [r for r in rows if phases(r) is not None]
+    if not measured:
+        figure = SERVED if served else f"{NOT_RECORDED} (a report from before phase timing)"
+        return _Answer(Line(DRAFT_CHOICE, UNKNOWN, figure))
+    ordered = sorted(measured, key=_speedup, reverse=True)
+    shown = "; ".join(_costs(r) for r in ordered[:3])
+    if len(ordered) > 3:
+        shown += f"; and {len(ordered) - 3} more"
+    verdicts = [pays(phases(r) or {}) for r in ordered]
+    if True in verdicts:
+        return _Answer(Line(DRAFT_CHOICE, YES, shown))
+    if all(v is False for v in verdicts):
+        why = str((phases(ordered[0]) or {}).get("explanation") or "")
+        phrase = "the proposal does not pay for itself" + (f": {why}" if why else "")
+        return _Answer(Line(DRAFT_CHOICE, NO, shown), phrase, order=(5, 1.0))
+    return _Answer(Line(DRAFT_CHOICE, UNKNOWN, f"{shown}: the intervals overlap"))
+
+
+def _costs(r: Row) -> str:
+    """``test_a: draft proposal 37% of each speculative step (cost ratio 0.12), verification
+    pass 1.21 baseline steps; acceptance length 3.40 [3.20-3.60] against break-even 2.10
+    [1.90-2.30]`` (and the dominant term where it does not clear it)."""
+    figures = phases(r) or {}
+    proposal = "proposal" if str(r.get("method")) in NO_MODEL else "draft proposal"
+    share, cost = _number(figures.get("draft_share")), _number(r.get("cost_ratio"))
+    verify = _number(figures.get("verify_cost"))
+    parts = []
+    if share is not None:
+        ratio = f" (cost ratio {cost:.2f})" if cost is not None else ""
+        parts.append(f"{proposal} {share:.0%} of each speculative step{ratio}")
+    if verify is not None:
+        parts.append(f"verification pass {verify:.2f} baseline steps")
+    text = f"{_name(r)}: {', '.join(parts) or 'phase shares not measured'}; {_lengths(figures)}"
+    why = figures.get("explanation")
+    return text + (f" ({why})" if why and pays(figures) is False else "")
+
+
+def _lengths(figures: Mapping[str, Any]) -> str:
+    """``acceptance length 3.40 [3.20-3.60] against break-even 2.10 [1.90-2.30]``."""
+    measured = with_interval(_number(figures.get("acceptance_length")),
+                             interval(figures, "acceptance_length_ci"), ".2f")  # fmt: skip
+    be = with_interval(_number(figures.get("break_even_length")),
+                       interval(figures, "break_even_ci"), ".2f")  # fmt: skip
+    return f"acceptance length {measured} against break-even {be}"
+
+
+def _pair(figures: Mapping[str, Any]) -> str:
+    """``2.10 [1.90-2.30] vs 3.40 [3.20-3.60]``: the break-even, then the measured length."""
+    be = with_interval(_number(figures.get("break_even_length")),
+                       interval(figures, "break_even_ci"), ".2f")  # fmt: skip
+    measured = with_interval(_number(figures.get("acceptance_length")),
+                             interval(figures, "acceptance_length_ci"), ".2f")  # fmt: skip
+    return f"{be} vs {measured}"
+
+
+def _break_even(answer: _Answer, curves: Sequence[_Curve]) -> _Answer:
+    """The batch-size answer with, per test measured at several batch sizes, the break-even
+    length against the measured acceptance length at each (the best k's, in a sweep)."""
+    texts = []
+    for curve in curves:
+        at = [
+            f"c={c} (k={p.get('num_speculative_tokens')}) {_pair(figures)}"
+            for c, p in curve.points
+            if (figures := phases(p)) is not None
+        ]
+        if at:
+            test = curve.nodeid.rsplit("::", 1)[-1]
+            texts.append(f"break-even vs measured acceptance length in {test}: " + "; ".join(at))
+    if not texts:
+        return answer
+    line = answer.line
+    figure = "; ".join([line.figure, *texts])
+    return _Answer(Line(line.question, line.answer, figure), answer.phrase, answer.lead,
+                   answer.order)  # fmt: skip
 
 
 def _choices(

@@ -1,11 +1,14 @@
-"""A report's figures in the formats of history trackers: Bencher Metric Format (``bmf``) and
-github-action-benchmark's ``customBiggerIsBetter`` list.
+"""A report's figures in the formats of history trackers: Bencher Metric Format (``bmf``),
+github-action-benchmark's ``customBiggerIsBetter`` list and its ``customSmallerIsBetter`` list
+of the phase figures (``github-action-benchmark-smaller``).
 
 Each result is one benchmark named by its key (``nodeid`` or ``nodeid[label]``, as a
-comparison matches results); each arrival rate of a load test is one more, named
-``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite rate); each concurrency of a
-schedule check is one more, named ``<nodeid>@c=<concurrency>``. A figure that was not measured
-(null in the report) is left out; every number written is finite.
+comparison matches results), its phase figures (break-even length with its interval, draft
+share, verification cost: lower is better) with it where it has them; each arrival rate of a
+load test is one more, named ``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite
+rate); each concurrency of a schedule check is one more, named ``<nodeid>@c=<concurrency>``.
+A figure that was not measured (null in the report) is left out; every number written is
+finite.
 """
 
 from __future__ import annotations
@@ -27,12 +30,40 @@ MEASURES: dict[str, Callable[[Mapping[str, Any]], Any]] = {
 }
 
 
+#: BMF measures of a result's phase figures (``results[i]["phases"]``), all lower-is-better
+#: (set a Bencher threshold's upper boundary on them): the break-even acceptance length L*,
+#: the draft's share of a speculative decode step and the verification pass in baseline
+#: forward passes.
+PHASE_MEASURES: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "break-even-length": lambda p: p.get("break_even_length"),
+    "draft-share": lambda p: p.get("draft_share"),
+    "verify-cost": lambda p: p.get("verify_cost"),
+}
+#: Each phase measure's 95% interval in the phase figures.
+PHASE_BOUNDS = {"break-even-length": "break_even_ci"}
+
+
+def _phases(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A result's phase figures; {} without them (a served engine, an older report)."""
+    value = result.get("phases")
+    return value if isinstance(value, Mapping) else {}
+
+
 #: github-action-benchmark's ``extra`` line: (measure, how it reads, number format).
 EXTRA = (
     ("acceptance-rate", "acceptance rate", ".3f"),
     ("mean-acceptance-length", "mean acceptance length", ".2f"),
     ("baseline-tokens-per-second", "baseline tok/s", ".1f"),
     ("speculative-tokens-per-second", "speculative tok/s", ".1f"),
+)
+#: The ``extra`` line's phase figures: (measure, how it reads, number format). Only in the
+#: extra line there: that list is ``customBiggerIsBetter`` and these are lower-is-better (an
+#: entry would alert when they improve); their entries are in
+#: :func:`github_action_benchmark_smaller`.
+PHASE_EXTRA = (
+    ("break-even-length", "break-even length", ".2f"),
+    ("draft-share", "draft share", ".3f"),
+    ("verify-cost", "verify cost", ".2f"),
 )
 
 
@@ -139,11 +170,12 @@ def _schedule_rows(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, An
 
 def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value",
-    "upper_value"}}}``; the speedup, the TPOT gain and a schedule check's two speedups have
-    bounds (their 95% intervals)."""
+    "upper_value"}}}``; the speedup, the break-even length, the TPOT gain and a schedule
+    check's two speedups have bounds (their 95% intervals)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for result in report.get("results") or []:
         measures = _measures(result, MEASURES, {"speedup": "speedup_ci"})
+        measures.update(_measures(_phases(result), PHASE_MEASURES, PHASE_BOUNDS))
         if measures:
             out[benchmark_name(result)] = measures
     for name, point in _load_points(report):
@@ -191,7 +223,8 @@ def _entry(
 def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """github-action-benchmark's ``customBiggerIsBetter`` input: one entry per result with a
     speedup, ``[{"name": "<key> speedup", "unit": "x", "value", "range", "extra"}]``; the
-    range is the 95% interval, the extra line the acceptance and tokens/s of both sides.
+    range is the 95% interval, the extra line the acceptance and tokens/s of both sides, then
+    the phase figures where the result has them (the break-even length with its interval).
     Each load point with a TPOT gain adds ``<key>@<rate>req/s tpot-speedup``, its extra line
     the p50 TPOT and goodput of both sides; each concurrency a schedule check ran the
     scheduled engine at adds ``<nodeid>@c=<concurrency> scheduled-speedup``, its extra line
@@ -201,7 +234,18 @@ def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         speedup = _finite(result.get("speedup"))
         if speedup is not None:
             name = f"{benchmark_name(result)} speedup"
-            entries.append(_entry(name, result, speedup, "speedup_ci", MEASURES, EXTRA))
+            entry = _entry(name, result, speedup, "speedup_ci", MEASURES, EXTRA)
+            figures = _phases(result)
+            extra = [entry["extra"]] if entry["extra"] else []
+            for measure, text, fmt in PHASE_EXTRA:
+                number = _finite(PHASE_MEASURES[measure](figures))
+                if number is None:
+                    continue
+                ci = _interval(figures, PHASE_BOUNDS[measure]) if measure in PHASE_BOUNDS else None
+                bounds = f" (95% CI {ci[0]:{fmt}}-{ci[1]:{fmt}})" if ci is not None else ""
+                extra.append(f"{text} {number:{fmt}}{bounds}")
+            entry["extra"] = "; ".join(extra)
+            entries.append(entry)
     for name, point in _load_points(report):
         gain = _finite(point.get("tpot_speedup"))
         if gain is not None:
@@ -222,8 +266,42 @@ def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return entries
 
 
+#: Units of the phase measures in github-action-benchmark's smaller-is-better list.
+PHASE_UNITS = {
+    "break-even-length": "tokens/step",
+    "draft-share": "share of a step",
+    "verify-cost": "baseline forward passes",
+}
+
+
+def github_action_benchmark_smaller(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """github-action-benchmark's ``customSmallerIsBetter`` input: the phase figures, lower
+    is better, one entry per result and figure, ``<key> break-even-length`` (its range the
+    95% interval, its extra line the measured acceptance length it is set against),
+    ``<key> draft-share`` and ``<key> verify-cost``. A result without phase figures (a served
+    engine, an older report) has none."""
+    entries = []
+    for result in report.get("results") or []:
+        figures = _phases(result)
+        for measure, read in PHASE_MEASURES.items():
+            value = _finite(read(figures))
+            if value is None:
+                continue
+            entry = {"name": f"{benchmark_name(result)} {measure}",
+                     "unit": PHASE_UNITS[measure], "value": value}  # fmt: skip
+            ci = _interval(figures, PHASE_BOUNDS[measure]) if measure in PHASE_BOUNDS else None
+            if ci is not None:
+                entry["range"] = f"95% CI {ci[0]:.3f}-{ci[1]:.3f}"
+            measured = _finite(figures.get("acceptance_length"))
+            if measure == "break-even-length" and measured is not None:
+                entry["extra"] = f"measured acceptance length {measured:.2f}"
+            entries.append(entry)
+    return entries
+
+
 #: ``export --format`` name -> the document it writes.
 FORMATS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "bmf": bmf,
     "github-action-benchmark": github_action_benchmark,
+    "github-action-benchmark-smaller": github_action_benchmark_smaller,
 }

@@ -19,6 +19,19 @@ from ..errors import ConfigError
 from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult, rate_text
 from .checklist import Checklist, checklists
+from .phases import (
+    NOT_RECORDED,
+    PHASE_COLOURS,
+    PHASE_NAMES,
+    SERVED,
+    break_even_points,
+    ms,
+    number,
+    phase_line,
+    phase_ms,
+    phases,
+    step,
+)
 from .table import (
     CHECK_HEADERS,
     LOAD_LEGEND,
@@ -53,6 +66,24 @@ th { background: #f3f3f3; }
 .yes { color: #1a7f37; font-weight: bold; } .no { color: #c62828; font-weight: bold; }
 .unknown { color: #777; font-weight: bold; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
+.chart.fit svg { max-width: 100%; height: auto; }
+.legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; font-size: 0.85em; margin: 0.5em 0; }
+.swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em;
+  margin-right: 0.3em; border-radius: 2px; }
+.mark { display: inline-block; width: 0; height: 1em; border-left: 2px dashed #c62828;
+  vertical-align: -0.15em; margin: 0 0.4em 0 0.2em; }
+.phase-chart { margin: 1em 0 1.4em; max-width: 56em; }
+.phase-title { font-weight: bold; font-size: 0.95em; overflow-wrap: anywhere; }
+.phase-row { display: flex; align-items: center; margin: 0.25em 0; }
+.phase-side { flex: 0 0 6.8em; font-size: 0.85em; color: #444; }
+.phase-track { position: relative; flex: 1 1 auto; display: flex; align-items: center;
+  height: 1.6em; min-width: 0; }
+.seg { height: 100%; display: inline-flex; align-items: center; justify-content: center;
+  overflow: hidden; color: #fff; font-size: 0.75em; white-space: nowrap; }
+.phase-total { margin-left: 0.4em; font-size: 0.85em; white-space: nowrap; }
+.break-even { position: absolute; top: -0.2em; bottom: -0.2em; border-left: 2px dashed #c62828; }
+.phase-text { font-size: 0.85em; color: #333; margin: 0.3em 0 0; overflow-wrap: anywhere; }
+@media (max-width: 600px) { body { margin: 0.7em; } h1 { font-size: 1.3em; } }
 """
 
 
@@ -137,7 +168,7 @@ def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
             ax.plot(xs, ys, marker="o", label=f"{legend}={key}")
         ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
         if log:
-            ax.set_xscale("log", base=2)
+            _concurrency_axis(ax, [c for c, _ in (p for pts in groups.values() for p in pts)])
         else:
             ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel(xlabel)
@@ -146,6 +177,170 @@ def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
         ax.legend(fontsize=8)
         charts.append(_svg(fig))
     return charts
+
+
+def _concurrency_axis(ax: Any, concurrencies: Sequence[int]) -> None:
+    """A concurrency axis ticked at the measured concurrencies (1, 8, 32: not the powers of
+    two between them), logarithmic when they span a factor of 4 or more."""
+    measured = sorted(set(concurrencies))
+    if len(measured) > 1 and measured[-1] >= 4 * measured[0]:
+        ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    ax.set_xticks(measured, [str(c) for c in measured])
+
+
+def break_even_chart(sweep: Mapping[str, Any]) -> str:
+    """:func:`break_even_figure` as inline SVG."""
+    return _svg(break_even_figure(sweep))
+
+
+def break_even_figure(sweep: Mapping[str, Any]) -> Any:
+    """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
+    step / baseline decode step) against concurrency with its 95% interval (solid), and the
+    measured acceptance length with its interval (dashed, same colour); speculation pays where
+    the dashed line lies above the solid one. Ticks at the measured concurrencies."""
+    plt = _pyplot()
+    points = break_even_points(sweep)
+    fig, ax = plt.subplots(figsize=(4.8, 4.0))
+    for i, k in enumerate(sorted({p.k for p in points})):
+        mine = [p for p in points if p.k == k]
+        colour = f"C{i % 10}"
+        xs = [p.concurrency for p in mine]
+        ys = [p.break_even for p in mine]
+        lows = [p.break_even - (p.break_even_ci or (p.break_even,) * 2)[0] for p in mine]
+        highs = [(p.break_even_ci or (p.break_even,) * 2)[1] - p.break_even for p in mine]
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="-s", color=colour, capsize=4,
+                    label=f"break-even L*, k={k}")  # fmt: skip
+        measured = [p for p in mine if p.acceptance is not None]
+        if measured:
+            values = [p.acceptance or 0.0 for p in measured]
+            cis = [p.acceptance_ci or (v, v) for p, v in zip(measured, values, strict=True)]
+            ax.errorbar(
+                [p.concurrency for p in measured], values,
+                yerr=[[v - ci[0] for v, ci in zip(values, cis, strict=True)],
+                      [ci[1] - v for v, ci in zip(values, cis, strict=True)]],
+                fmt="--o", color=colour, capsize=4, mfc="white",
+                label=f"measured acceptance length, k={k}",
+            )  # fmt: skip
+    _concurrency_axis(ax, [p.concurrency for p in points])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("concurrency (requests in flight)", fontsize=12)
+    ax.set_ylabel("tokens per verification step", fontsize=12)
+    ax.tick_params(labelsize=11)
+    ax.set_title(f"{str(sweep.get('nodeid')).rsplit('::', 1)[-1]}: break-even against "
+                 "concurrency", fontsize=12)  # fmt: skip
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
+              frameon=False)  # fmt: skip
+    return fig
+
+
+def _sweep_break_even(index: int, sweep: Mapping[str, Any], served: bool) -> list[str]:
+    """The sweep's break-even chart, or a line saying it has no phase figures."""
+    if not break_even_points(sweep):
+        why = SERVED if served else NOT_RECORDED
+        return [f"<p class='env'>Break-even against concurrency: {html.escape(why)}.</p>"]
+    return [
+        "<h3>Break-even against concurrency</h3>",
+        "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
+        "above its break-even length L* (solid): each verification step must yield more than "
+        "L* = speculative step / baseline step tokens; 95% intervals.</p>",
+        f"<div class='chart fit' id='break-even-{index}'>{break_even_chart(sweep)}</div>",
+    ]
+
+
+def _legend() -> str:
+    """The phase colours, once for every bar chart on the page, and the break-even mark."""
+    items = "".join(
+        f"<span><i class='swatch' style='background:{PHASE_COLOURS[p]}'></i>"
+        f"{html.escape(PHASE_NAMES[p])}</span>"
+        for p in PHASE_COLOURS
+    )
+    mark = ("<span><i class='mark'></i>break-even: the baseline step &times; the measured "
+            "acceptance length (a speculative step shorter than this pays)</span>")  # fmt: skip
+    return f"<div class='legend' id='phase-legend'>{items}{mark}</div>"
+
+
+def _bar(name: str, figures: Mapping[str, Any], scale: float, mark: float | None) -> str:
+    """One engine's decode step as a stacked bar, a segment per phase (title: its ms)."""
+    total = phase_ms(figures, "step")
+    segments = []
+    for phase, colour in PHASE_COLOURS.items():
+        value = phase_ms(figures, phase) or 0.0
+        if value <= 0 or total is None:
+            continue
+        width = 100 * value / scale
+        text = ms(value) if width >= 9 else ""
+        tip = f"{PHASE_NAMES[phase]}: {ms(value)} ms ({value / total:.0%} of the step)"
+        segments.append(
+            f"<span class='seg' style='width:{width:.2f}%;background:{colour}' "
+            f"title='{html.escape(tip)}'>{text}</span>"
+        )
+    shown = "no decode steps" if total is None else f"{ms(total)} ms"
+    marker = ""
+    if mark is not None:
+        marker = (f"<span class='break-even' style='left:{100 * mark / scale:.2f}%' "
+                  f"title='break-even: {ms(mark)} ms'></span>")  # fmt: skip
+    return (
+        f"<div class='phase-row'><span class='phase-side'>{html.escape(name)}</span>"
+        f"<div class='phase-track'>{''.join(segments)}<span class='phase-total'>"
+        f"{html.escape(shown)}</span>{marker}</div></div>"
+    )
+
+
+def phase_chart(result: Mapping[str, Any]) -> str:
+    """A result's baseline decode step against its speculative decode step, stacked by phase
+    in ms on one scale, with the break-even mark (the baseline step times the measured
+    acceptance length) on the speculative bar; its phase line and the prefill steps below.
+    HTML and CSS only: it reflows at any width. Empty when the result has no phase figures."""
+    figures = phases(result)
+    if figures is None:
+        return ""
+    base, spec = step(figures, "baseline"), step(figures, "speculative")
+    base_ms, spec_ms = phase_ms(base, "step"), phase_ms(spec, "step")
+    accepted = number(figures.get("acceptance_length"))
+    mark = None if base_ms is None or accepted is None else base_ms * accepted
+    longest = max([v for v in (base_ms, spec_ms, mark) if v is not None] or [1.0])
+    scale = longest / 0.8 if longest > 0 else 1.0  # the longest takes 80%: room for its label
+    prefill = "; ".join(
+        f"{name} {ms(phase_ms(step(figures, side, 'prefill'), 'step'))} ms per step "
+        f"({number(step(figures, side, 'prefill').get('steps')) or 0:g} per round)"
+        for name, side in (("baseline", "baseline"), ("speculative", "speculative"))
+    )
+    explanation = figures.get("explanation")
+    why = f"<p class='phase-text'>{html.escape(str(explanation))}</p>" if explanation else ""
+    return (
+        f"<div class='phase-title'>{html.escape(label(result))}</div>"
+        + _bar("baseline", base, scale, None)
+        + _bar("speculative", spec, scale, mark)
+        + f"<p class='phase-text'>{html.escape(phase_line(result))}</p>{why}"
+        + f"<p class='phase-text env'>prefill steps (apart): {html.escape(prefill)}</p>"
+    )
+
+
+def _phase_section(results: Sequence[Mapping[str, Any]], served: bool) -> list[str]:
+    """Where each test's decode step goes, baseline against speculative, by phase; a test
+    without phase figures says so (a served engine has none)."""
+    if not results:
+        return []
+    parts = ["<h2>Where a decode step's time goes</h2>"]
+    if not any(phases(r) is not None for r in results):
+        why = SERVED if served else f"{NOT_RECORDED} in this report"
+        return [*parts, f"<p id='phases'>{html.escape(why)}.</p>"]
+    parts += [
+        "<p class='env'>Mean milliseconds per decode step, timed inside each engine; on the "
+        "speculative side the forward pass is the verification pass over k + 1 positions.</p>",
+        _legend(),
+        "<div id='phases'>",
+    ]
+    for i, r in enumerate(results):
+        chart = phase_chart(r)
+        if not chart:
+            why = SERVED if served else NOT_RECORDED
+            chart = (f"<div class='phase-title'>{html.escape(label(r))}</div>"
+                     f"<p class='phase-text'>{html.escape(why)}</p>")  # fmt: skip
+        parts.append(f"<div class='phase-chart' id='phases-{i}'>{chart}</div>")
+    parts.append("</div>")
+    return parts
 
 
 def load_positions(rates: list[float]) -> tuple[list[float], bool]:
@@ -372,9 +567,11 @@ def render_html(report: Mapping[str, Any]) -> str:
     """The whole page for a report dict."""
     results = list(report.get("results") or [])
     env = report.get("environment") or {}
+    served = bool(env.get("served"))
     notes = " class='notes'" if any(r.get("notes") for r in results) else ""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         "<title>Speculative decoding report</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>Speculative decoding report</h1>",
@@ -402,6 +599,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             f"<div class='chart' id='speedup'>{speedup_chart(results)}</div>",
         ]
         parts.append(f"<div class='chart' id='acceptance'>{acceptance_chart(results)}</div>")
+    parts += _phase_section(results, served)
     for i, sweep in enumerate(report.get("sweeps") or []):
         parts.append(f"<h2>Sweep: {html.escape(str(sweep['nodeid']))}</h2>")
         parts.append(
@@ -410,6 +608,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         )
         for j, chart in enumerate(sweep_charts(sweep)):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
+        parts += _sweep_break_even(i, sweep, served)
         if sweep.get("schedule"):
             parts += _schedule_part(sweep["schedule"])
     checks = report.get("schedule_checks") or []

@@ -14,6 +14,7 @@ from tabulate import tabulate
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, LoadSummary, rate_text
 from .checklist import spread
+from .phases import SERVED, phase_line, phases
 
 #: Characters a terminal may act on rather than show: C0 and C1 controls, DEL, bidirectional
 #: overrides and isolates, line and paragraph separators.
@@ -140,6 +141,37 @@ def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> st
             empty.add(index)
     table = [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def render_with_phases(results: Sequence[Mapping[str, Any]], *, served: bool = False) -> list[str]:
+    """The summary table with each result's phase line under its row (:func:`phase_line
+    <pytest_specdecode.reporting.phases.phase_line>`); when no result has phase figures, the
+    table alone, and for served engines one line under it that says they have none."""
+    table = render(results)
+    if not any(phases(r) is not None for r in results):
+        return [table, f"phases: {SERVED}"] if served else [table]
+    lines = table.split("\n")
+    head, body = lines[:2], lines[2:]
+    if len(body) != len(results):  # a row over several lines: the phase lines go below
+        return [table, *(f"{printable(label(r))}: {printable(phase_line(r, served=served))}"
+                         for r in results)]  # fmt: skip
+    out = head
+    for text, r in zip(body, results, strict=True):
+        out += [text, f"  {printable(phase_line(r, served=served))}"]
+    return ["\n".join(out)]
+
+
+def phase_markdown(results: Sequence[Mapping[str, Any]], *, served: bool = False) -> list[str]:
+    """The phase lines as a Markdown list, one item per result; when no result has phase
+    figures, nothing, or for served engines a line that says they have none."""
+    if not any(phases(r) is not None for r in results):
+        return [f"Phases: {SERVED}."] if served else []
+    return [f"- `{_code(label(r))}`: {printable(phase_line(r, served=served))}" for r in results]
+
+
+def _code(text: str) -> str:
+    """Text for a Markdown code span (a backtick would end it)."""
+    return printable(text).replace("`", "'")
 
 
 RANKING_HEADERS = (
@@ -479,6 +511,12 @@ LEGEND = (
     "speedup = baseline time / speculative time per paired round (geometric mean); "
     "accept rate = accepted / draft tokens"
 )
+#: What the phase lines mean, printed under the tables when some result has them.
+PHASE_LEGEND = (
+    "phases: mean ms per decode step, timed inside each engine (verify = the target's pass "
+    "over k + 1 positions); break-even = spec step / base step, the tokens each verify step "
+    "must yield for speculation to pay, against the measured acceptance length (95% intervals)"
+)
 #: What the load table's figures mean, printed under it.
 LOAD_LEGEND = (
     "load: each cell baseline -> speculative; TPOT = time per output token after the first, "
@@ -505,14 +543,17 @@ def summary_lines(
     session: Mapping[str, Any],
     loads: Sequence[Mapping[str, Any]] = (),
     schedule_checks: Sequence[Mapping[str, Any]] = (),
+    *,
+    served: bool = False,
 ) -> list[str]:
     """The speculative-decoding summary above its checklist, from report dicts: the results
-    table, a line per sweep, each sweep's k schedule (line, table, the config to paste) and
-    each schedule check (verdict, table), the load table with a line per load test, a line
-    per distribution check, each ranking with its table, the legends, where the wall time
-    went and how engines started."""
+    table with each result's phase line under its row (``served``: the engines were served
+    ones, which have no phase figures), a line per sweep, each sweep's k schedule (line,
+    table, the config to paste) and each schedule check (verdict, table), the load table with
+    a line per load test, a line per distribution check, each ranking with its table, the
+    legends, where the wall time went and how engines started."""
     sweeps = list(sweeps)
-    lines = [render(results)] if results else []
+    lines = render_with_phases(results, served=served) if results else []
     lines += [f"sweep {sweep_line(s)}" for s in sweeps]
     scheduled = schedule_lines(sweeps, schedule_checks)
     lines += scheduled
@@ -521,7 +562,8 @@ def summary_lines(
     lines += [f"sample_equivalence {distribution_line(c)}" for c in checks]
     for ranking in rankings:
         lines += [f"choose_draft {ranking_line(ranking)}", render_ranking(ranking)]
-    lines += [LEGEND] + [SCHEDULE_LEGEND] * bool(scheduled) + [LOAD_LEGEND] * bool(loads)
+    lines += [LEGEND] + [PHASE_LEGEND] * any(phases(r) is not None for r in results)
+    lines += [SCHEDULE_LEGEND] * bool(scheduled) + [LOAD_LEGEND] * bool(loads)
     lines += [time_line(session)]
     lines += [f"engine starts: {printable(note)}" for note in session.get("start_notes") or []]
     return lines

@@ -1,0 +1,163 @@
+"""A result's engine steps by phase (``results[i]["phases"]``, ``PhaseSummary.to_dict()``) in
+words: the phase line, the break-even beside the measured acceptance length, and a sweep's
+break-even per concurrency. Reads report dicts; a result without phase figures (a served
+engine, a report from before phase timing) is said to have none, never guessed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any
+
+from ..engines.protocol import PHASES
+
+#: What a result without phase figures shows where the phase line would be.
+SERVED = "no phase figures: served engine"
+NOT_RECORDED = "no phase figures recorded"
+
+#: How each of :data:`PHASES` reads on the speculative side (the forward pass there is the
+#: verification pass over k + 1 positions), in the phase line's order: largest terms first.
+SPEC_TERMS = (("forward", "verify"), ("draft", "draft"), ("sample", "sample"),
+              ("prepare", "prepare"), ("other", "other"))  # fmt: skip
+
+#: The legend's words for each phase.
+PHASE_NAMES = {
+    "prepare": "prepare (scheduling, model inputs)",
+    "forward": "forward pass (decode; verification on the speculative side)",
+    "sample": "sampling and rejection",
+    "draft": "draft proposal",
+    "other": "other",
+}
+#: One colour per phase (matplotlib's tab10), the same in every chart.
+PHASE_COLOURS = dict(zip(PHASES, ("#9467bd", "#1f77b4", "#2ca02c", "#ff7f0e", "#7f7f7f"),
+                         strict=True))  # fmt: skip
+
+
+def number(value: Any) -> float | None:
+    """A finite number from a report, or None."""
+    if isinstance(value, Real) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
+
+
+def phases(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A result's (or sweep point's) phase figures, None when it has none."""
+    value = row.get("phases")
+    return value if isinstance(value, Mapping) else None
+
+
+def step(figures: Mapping[str, Any], side: str, kind: str = "decode") -> Mapping[str, Any]:
+    """One engine's steps of one kind (``decode`` or ``prefill``); {} when absent."""
+    engine = figures.get(side)
+    value = engine.get(kind) if isinstance(engine, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def phase_ms(step_figures: Mapping[str, Any], phase: str) -> float | None:
+    """Mean milliseconds per step of one phase (``step`` for the whole step)."""
+    return number(step_figures.get(f"{phase}_ms"))
+
+
+def ms(value: float | None) -> str:
+    """Milliseconds as shown: one decimal, two significant digits below 0.05."""
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value >= 0.05 or value == 0 else f"{value:.2g}"
+
+
+def interval(figures: Mapping[str, Any], key: str) -> tuple[float, float] | None:
+    """A 95% interval ``figures[key]`` when both ends are numbers."""
+    ci = figures.get(key)
+    if not isinstance(ci, Sequence) or isinstance(ci, str) or len(ci) != 2:
+        return None
+    low, high = number(ci[0]), number(ci[1])
+    return None if low is None or high is None else (low, high)
+
+
+def with_interval(value: float | None, ci: tuple[float, float] | None, fmt: str = ".1f") -> str:
+    """``2.1 [1.9-2.3]``; the value alone without an interval; ``-`` when not measured."""
+    if value is None:
+        return "-"
+    text = format(value, fmt)
+    return text if ci is None else f"{text} [{ci[0]:{fmt}}-{ci[1]:{fmt}}]"
+
+
+def break_even_text(figures: Mapping[str, Any], fmt: str = ".1f") -> str:
+    """``break-even 2.1 tokens/step [1.9-2.3], measured 3.4 [3.2-3.6]``."""
+    be = number(figures.get("break_even_length"))
+    be_ci = interval(figures, "break_even_ci")
+    measured = with_interval(number(figures.get("acceptance_length")),
+                             interval(figures, "acceptance_length_ci"), fmt)  # fmt: skip
+    if be is None:
+        return f"break-even -, measured {measured}"
+    ci = "" if be_ci is None else f" [{be_ci[0]:{fmt}}-{be_ci[1]:{fmt}}]"
+    return f"break-even {be:{fmt}} tokens/step{ci}, measured {measured}"
+
+
+def phase_line(row: Mapping[str, Any], *, served: bool = False) -> str:
+    """The contract's phase line: ``phases: spec step 7.9 ms = verify 4.1 + draft 2.9 + sample
+    0.5 + prepare 0.3 + other 0.1; base step 3.8 ms; break-even 2.1 tokens/step [1.9-2.3],
+    measured 3.4 [3.2-3.6]`` (decode steps; the clock named when not wall time)."""
+    figures = phases(row)
+    if figures is None:
+        return f"phases: {SERVED if served else NOT_RECORDED}"
+    spec, base = step(figures, "speculative"), step(figures, "baseline")
+    total = phase_ms(spec, "step")
+    if total is None:
+        spec_text = "spec step - (no decode steps)"
+    else:
+        terms = " + ".join(f"{name} {ms(phase_ms(spec, phase))}" for phase, name in SPEC_TERMS)
+        spec_text = f"spec step {ms(total)} ms = {terms}"
+    base_total = phase_ms(base, "step")
+    base_text = "base step - (no decode steps)" if base_total is None else (
+        f"base step {ms(base_total)} ms"
+    )  # fmt: skip
+    clock = figures.get("clock")
+    tail = f"; clock {clock}" if clock not in (None, "wall") else ""
+    return f"phases: {spec_text}; {base_text}; {break_even_text(figures)}{tail}"
+
+
+def pays(figures: Mapping[str, Any]) -> bool | None:
+    """Whether the measured acceptance length lies above the break-even (True), below it
+    (False), their intervals apart; None when they overlap or either is missing."""
+    be, acc = number(figures.get("break_even_length")), number(figures.get("acceptance_length"))
+    if be is None or acc is None:
+        return None
+    be_ci = interval(figures, "break_even_ci") or (be, be)
+    acc_ci = interval(figures, "acceptance_length_ci") or (acc, acc)
+    if acc_ci[0] > be_ci[1]:
+        return True
+    if acc_ci[1] < be_ci[0]:
+        return False
+    return None
+
+
+@dataclass(frozen=True)
+class BreakEvenPoint:
+    """One point of a sweep's break-even curve: at ``concurrency`` with ``k`` drafted tokens,
+    the break-even length and the measured acceptance length, each with its interval."""
+
+    k: int
+    concurrency: int
+    break_even: float
+    break_even_ci: tuple[float, float] | None
+    acceptance: float | None
+    acceptance_ci: tuple[float, float] | None
+
+
+def break_even_points(sweep: Mapping[str, Any]) -> list[BreakEvenPoint]:
+    """The sweep's points that carry phase figures with a break-even length, by k then
+    concurrency."""
+    out = []
+    for p in sweep.get("points") or []:
+        figures = phases(p) if isinstance(p, Mapping) else None
+        k, c = number(p.get("num_speculative_tokens")), number(p.get("concurrency"))
+        be = None if figures is None else number(figures.get("break_even_length"))
+        if figures is None or be is None or k is None or c is None:
+            continue
+        out.append(BreakEvenPoint(
+            int(k), int(c), be, interval(figures, "break_even_ci"),
+            number(figures.get("acceptance_length")), interval(figures, "acceptance_length_ci"),
+        ))  # fmt: skip
+    return sorted(out, key=lambda b: (b.k, b.concurrency))
