@@ -293,3 +293,16 @@ def test_a_symlinked_file_is_written_through(
     assert sorted(merged) == [A, B] and merged[B]["speedup"] < 1.7
     assert sorted(p.name for p in target.parent.iterdir()) == ["real.json"]  # no lock left
     assert not (pytester.path / "base.json.lock").exists()
+
+
+def test_a_symlink_whose_target_cannot_be_written_is_refused_before_any_test(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    (pytester.path / "afile").write_text("")
+    (pytester.path / "base.json").symlink_to(Path("afile") / "real.json")
+    result = pytester.runpytest_inprocess("--specdecode-save", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--specdecode-save*cannot write 'base.json'*is a file, not a folder"]
+    )
+    assert fake.starts == 0 and (pytester.path / "base.json").is_symlink()
