@@ -263,9 +263,9 @@ class SpecDecodeSession:
 
     def _environment_refused(self, matching: Matching) -> dict[str, list[str]]:
         """Warn (once per difference) when a matched baseline entry was measured in another
-        environment than this run (each entry's own: :func:`~..baselines.compare.own_environment`);
-        returns the keys of the results that --specdecode-strict-environment keeps from being
-        compared, with their differences."""
+        environment than this run (each entry's own, ``own_environment``); returns the keys of
+        the results that --specdecode-strict-environment keeps from being compared, with their
+        differences."""
         assert self.baseline is not None
         differing = environments_differing(
             matching, self.baseline.get("environment"), self.environment()
