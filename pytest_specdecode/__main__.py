@@ -24,7 +24,8 @@ from .baselines.compare import (
     Matching,
     StoredResults,
     comparison_entries,
-    environment_differences,
+    environment_change_lines,
+    environments_differing,
     parse_tolerances,
     result_key,
     verdicts_for,
@@ -73,9 +74,12 @@ def _compare(args: argparse.Namespace) -> int:
     matching = StoredResults(old["results"]).match(new["results"])
     if matching.nothing_matched:
         raise ConfigError(_nothing_matched(args, matching))
-    changes = environment_differences(old.get("environment", {}), new.get("environment", {}))
-    if changes:
-        _say("WARNING: the two runs come from different environments: " + "; ".join(changes))
+    differing = environments_differing(matching, old.get("environment"), new.get("environment"))
+    if differing:  # each matched pair's own environments (a baseline keeps one per entry)
+        _say(
+            "WARNING: the two runs come from different environments: "
+            + "; ".join(environment_change_lines(differing))
+        )
         if args.strict_environment:
             _say("error: --strict-environment is set", file=sys.stderr)
             return 2

@@ -54,7 +54,7 @@ class FakeEngine(PlainCalls):
         self.source = source
         self.draft = draft
         self.placement = Placement({}, "fake", {})
-        self.info: dict[str, Any] = {"vllm_version": "fake", "torch_version": "fake"}
+        self.info: dict[str, Any] = {"vllm_version": source.vllm_version, "torch_version": "fake"}
         self.timeout = 900.0
         self._counters = Counters()
 
@@ -196,6 +196,7 @@ class FakeSource:
         self.events: list[tuple[str, str]] = []  # FakeWorker starts and stops, in order
         self.fail_start: set[str] = set()  # targets whose FakeWorker fails to start
         self.device = Device("cpu", "fake CPU")
+        self.vllm_version = "fake"  # the engines' vLLM version, as the environment records it
         self._engines: dict[str, FakeEngine] = {}
         self._drafts: set[str] = set()
 

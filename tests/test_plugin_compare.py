@@ -221,7 +221,8 @@ def test_missing_baseline_file(pytester: pytest.Pytester, fake: FakeSource) -> N
 def test_environment_change_warns_or_errors(pytester: pytest.Pytester, fake: FakeSource) -> None:
     pytester.runpytest_inprocess("--specdecode-save", "base.json")
     data = json.loads((pytester.path / "base.json").read_text())
-    data["environment"]["device"] = {"kind": "gpu", "name": "NVIDIA H100", "gpus": []}
+    for result in data["results"]:  # each entry holds the environment it was measured in
+        result["environment"]["device"] = {"kind": "gpu", "name": "NVIDIA H100", "gpus": []}
     (pytester.path / "base.json").write_text(json.dumps(data))
     result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
     result.assert_outcomes(passed=2)
@@ -231,7 +232,7 @@ def test_environment_change_warns_or_errors(pytester: pytest.Pytester, fake: Fak
     )
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
-        ["*not compared: the baseline was measured in another environment*"]
+        ["*not compared: its baseline entry was measured in another environment*"]
     )
 
 

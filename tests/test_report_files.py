@@ -243,6 +243,134 @@ def test_lock_is_exclusive_and_removed_on_release(tmp_path: Path) -> None:
     assert not lock.exists()
 
 
+def test_update_baseline_keeps_each_entrys_environment(tmp_path: Path) -> None:
+    """A file from before entries carried their own environment: the kept entries take the
+    file's, not the updating run's."""
+    path = save(
+        tmp_path / "base.json", entry("t.py::a"), entry("t.py::b"), environment={"vllm": "1"}
+    )
+    report.update_baseline(path, [entry("t.py::b")], {"vllm": "2"}, {})
+    stored = report.load(path)
+    assert stored["environment"] == {"vllm": "2"}
+    assert [(r["nodeid"], r["environment"]) for r in stored["results"]] == [
+        ("t.py::a", {"vllm": "1"}),
+        ("t.py::b", {"vllm": "2"}),
+    ]
+    report.update_baseline(path, [entry("t.py::c")], {"vllm": "3"}, {})
+    assert [r["environment"]["vllm"] for r in report.load(path)["results"]] == ["1", "2", "3"]
+
+
+# --- saving into a file: merged, never replaced -------------------------------------------------
+
+
+def test_save_run_replaces_only_the_entries_this_run_produced(tmp_path: Path) -> None:
+    path = tmp_path / "saved.json"
+    first = report.build([entry("t.py::a"), entry("t.py::b", speedup=1.5)], {"vllm": "1"}, {})
+    first["rankings"] = [{"nodeid": "t.py::s", "n": 1}, {"nodeid": "t.py::a", "n": 1}]
+    report.save_run(path, first)
+    second = report.build([entry("t.py::b", speedup=3.0), entry("t.py::c")], {"vllm": "2"}, {})
+    second["rankings"] = [{"nodeid": "t.py::a", "n": 2}]
+    derived: list[list[str]] = []
+
+    def derive(data: dict[str, Any]) -> dict[str, Any]:
+        derived.append([r["nodeid"] for r in data["results"]])
+        return {**data, "checklist": []}
+
+    written = report.save_run(path, second, derive=derive)
+    stored = report.load(path)
+    assert stored == written and derived == [["t.py::a", "t.py::b", "t.py::c"]]
+    assert [(r["nodeid"], r["speedup"], r["environment"]) for r in stored["results"]] == [
+        ("t.py::a", 2.0, {"vllm": "1"}),
+        ("t.py::b", 3.0, {"vllm": "2"}),
+        ("t.py::c", 2.0, {"vllm": "2"}),
+    ]
+    assert stored["rankings"] == [{"nodeid": "t.py::s", "n": 1}, {"nodeid": "t.py::a", "n": 2}]
+    assert stored["environment"] == {"vllm": "2"} and stored["checklist"] == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"format_version": 1, "results": [',
+        '{"format_version": 2, "results": [], "environment": {}}',
+        "",
+    ],
+)
+def test_save_run_refuses_a_file_it_cannot_read_and_keeps_it(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "saved.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=r"saved run .*saved.json: .* -- left as it is: .*Repair"):
+        report.save_run(path, report.build([entry()], {}, {}))
+    assert path.read_text() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["saved.json"]  # lock file removed
+
+
+SAVES = 12
+
+
+def _save_many(path: str, prefix: str, barrier: Any) -> None:
+    barrier.wait()
+    for i in range(SAVES):
+        report.save_run(path, report.build([entry(f"t.py::{prefix}{i}")], {}, {}))
+
+
+def test_concurrent_saves_lose_no_entry(tmp_path: Path) -> None:
+    path = save(tmp_path / "saved.json", entry("t.py::kept"))
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    writers = [ctx.Process(target=_save_many, args=(str(path), p, barrier)) for p in "ab"]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(120)
+    assert [w.exitcode for w in writers] == [0, 0]
+    keys = {r["nodeid"] for r in report.load(path)["results"]}
+    assert keys == {f"t.py::{p}{i}" for p in "ab" for i in range(SAVES)} | {"t.py::kept"}
+
+
+# --- symbolic links: written through ------------------------------------------------------------
+
+
+def test_writes_go_through_a_symbolic_link(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    target = tmp_path / "store" / "base.json"
+    middle = tmp_path / "middle.json"
+    middle.symlink_to(Path("store") / "base.json")  # dangling for now, relative
+    link = tmp_path / "base.json"
+    link.symlink_to(middle)  # a link to a link
+    report.save_run(link, report.build([entry("t.py::a")], {}, {}))
+    report.update_baseline(link, [entry("t.py::b")], {}, {})
+    report.atomic_write_text(tmp_path / "page.html", "<p>")  # (a plain file stays one)
+    assert link.is_symlink() and middle.is_symlink()
+    assert [r["nodeid"] for r in report.load(target)["results"]] == ["t.py::a", "t.py::b"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["base.json"]
+
+
+def test_the_lock_of_a_symbolic_link_is_beside_its_target(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    link = tmp_path / "base.json"
+    link.symlink_to(tmp_path / "store" / "real.json")
+    import fcntl
+
+    with report.locked(link):
+        assert not (tmp_path / "base.json.lock").exists()
+        fd = os.open(tmp_path / "store" / "real.json.lock", os.O_RDWR)
+        try:  # a run that names the target waits on the same lock
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == []
+
+
+def test_a_loop_of_symbolic_links_is_an_error_not_a_replaced_link(tmp_path: Path) -> None:
+    (tmp_path / "a.json").symlink_to("b.json")
+    (tmp_path / "b.json").symlink_to("a.json")
+    with pytest.raises(OSError, match="loop of symbolic links"):
+        report.atomic_write_text(tmp_path / "a.json", "{}")
+    assert (tmp_path / "a.json").is_symlink()
+
+
 # --- terminal escapes ---------------------------------------------------------------------------
 
 

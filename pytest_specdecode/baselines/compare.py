@@ -36,7 +36,10 @@ __all__ = [
     "compare_one",
     "compare_runs",
     "comparison_entries",
+    "environment_change_lines",
     "environment_differences",
+    "environments_differing",
+    "own_environment",
     "parse_tolerances",
     "reference_of",
     "result_key",
@@ -350,3 +353,42 @@ def environment_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> l
             diffs.append(f"model {name} changed (sha256 {before.get('sha256')} -> "
                          f"{ident.get('sha256')})")  # fmt: skip
     return diffs
+
+
+def own_environment(
+    result: Mapping[str, Any], file_environment: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """The environment ``result`` was measured in: its own ``environment`` (each result of a
+    saved run or baseline carries one), else its file's top-level one (a report, or a file
+    written before results carried their own)."""
+    own = result.get("environment")
+    return own if isinstance(own, Mapping) else (file_environment or {})
+
+
+def environments_differing(
+    matching: Matching,
+    stored_environment: Mapping[str, Any] | None,
+    new_environment: Mapping[str, Any] | None,
+) -> dict[str, list[str]]:
+    """Each difference (:func:`environment_differences`) between a matched stored result's
+    environment and its new counterpart's (:func:`own_environment`; ``stored_environment`` and
+    ``new_environment`` are the two files' top-level ones), with the keys of the new results
+    it concerns, in order."""
+    changes: dict[str, list[str]] = {}
+    for new, stored in matching.pairs:
+        if stored is None:
+            continue
+        before = own_environment(stored, stored_environment)
+        for change in environment_differences(before, own_environment(new, new_environment)):
+            changes.setdefault(change, []).append(result_key(new))
+    return changes
+
+
+def environment_change_lines(differing: Mapping[str, Sequence[str]], shown: int = 3) -> list[str]:
+    """:func:`environments_differing` as text: each difference with the first keys it
+    concerns."""
+    return [
+        f"{change} ({', '.join(keys[:shown])}"
+        f"{f' and {len(keys) - shown} more' if len(keys) > shown else ''})"
+        for change, keys in differing.items()
+    ]

@@ -1,20 +1,26 @@
 """The JSON report: ``{"format_version", "results", "environment", "session"}``.
 
-Files are written atomically (a temporary file and a rename), keep an existing file's
-permissions (else the usual ``0o666`` less the umask), and never hold NaN or Infinity, which
-JSON does not have; reading refuses them too. A baseline is updated under a lock, re-read inside
-it, so two runs updating one baseline at the same time both keep their entries.
+Files are written atomically (a temporary file and a rename), through a symbolic link to the
+file it names, keep an existing file's permissions (else the usual ``0o666`` less the umask),
+and never hold NaN or Infinity, which JSON does not have; reading refuses them too.
+
+A saved run (``--specdecode-save``) and a baseline (``--specdecode-update-baseline``) are
+merged, never replaced: under a lock, the file is re-read and this run's results take the place
+of the entries they match; every other entry is kept as it was, with the environment it was
+measured in (each result of such a file carries its own ``environment``). A file that cannot be
+read is refused and left as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -22,11 +28,23 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..measure.sequential import Session
-from .compare import ResultKey, StoredResults, environment_differences
+from .compare import ResultKey, StoredResults, environment_differences, own_environment
 
 FORMAT_VERSION = 1
 #: Suffix of the lock file held beside a baseline while it is updated.
 LOCK_SUFFIX = ".lock"
+#: Report keys of what tests make besides results: lists of entries with a ``nodeid`` (and an
+#: optional ``label``), merged per test like the results.
+PRODUCTS = ("sweeps", "rankings", "distribution_checks", "loads", "schedule_checks")
+
+
+def resolved(path: str | os.PathLike[str]) -> Path:
+    """The file ``path`` names: a symbolic link's target (followed to the end, the target need
+    not exist yet), so that a write replaces the target and the link stays a link."""
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():  # realpath stops at a loop
+        raise OSError(errno.ELOOP, "a loop of symbolic links", os.fspath(path))
+    return target
 
 
 def _create_temp(target: Path) -> tuple[int, Path]:
@@ -45,8 +63,8 @@ def _create_temp(target: Path) -> tuple[int, Path]:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
     file or the new one, never half of one. An existing file keeps its permission bits; a new
-    one gets ``0o666`` less the umask."""
-    target = Path(path)
+    one gets ``0o666`` less the umask. A symbolic link is written through (:func:`resolved`)."""
+    target = resolved(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
@@ -196,10 +214,11 @@ def load(path: str | os.PathLike[str], what: str = "results file") -> dict[str, 
 @contextlib.contextmanager
 def locked(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive lock for ``path``: ``flock`` on the lock file ``<path>.lock`` beside
-    it, removed again on release. Blocks while another process holds it."""
+    it (beside a symbolic link's target: :func:`resolved`), removed again on release. Blocks
+    while another process holds it."""
     import fcntl
 
-    target = Path(path)
+    target = resolved(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(target.name + LOCK_SUFFIX)
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -234,12 +253,11 @@ def with_sessions(
 ) -> list[dict[str, Any]]:
     """``fresh_results`` with the saving sessions of the same results in ``stored`` (a file
     saved before into the same path) and this one, from which the regression rule estimates
-    the between-session variance. History is kept only when the environment and the engines'
-    configuration are the same: a real change starts it again."""
-    if stored is None or environment_differences(stored.get("environment") or {}, environment):
-        old = StoredResults([])
-    else:
-        old = StoredResults(stored["results"])
+    the between-session variance. History is kept only when the stored result's environment
+    (:func:`~.compare.own_environment`) and the engines' configuration are this run's: a real
+    change starts it again."""
+    old = StoredResults([] if stored is None else stored["results"])
+    stored_environment = {} if stored is None else stored.get("environment")
     merged = []
     for result in fresh_results:
         entry = dict(result)
@@ -247,8 +265,12 @@ def with_sessions(
         if len(ratios) >= 2:
             before = old.find(ResultKey.of(entry))
             history: list[Any] = []
-            if before is not None and all(
-                before.get(k) == entry.get(k) for k in ("target", "speculative_config")
+            if (
+                before is not None
+                and all(before.get(k) == entry.get(k) for k in ("target", "speculative_config"))
+                and not environment_differences(
+                    own_environment(before, stored_environment), environment
+                )
             ):
                 history = list(before.get("sessions") or [])
                 if not history and len(before.get("ratios") or []) >= 2:
@@ -258,18 +280,83 @@ def with_sessions(
     return merged
 
 
-def save_run(path: str | os.PathLike[str], report: dict[str, Any]) -> dict[str, Any]:
-    """Write a saved run to ``path``; when ``path`` holds a run saved before (readable), each
-    result carries the saving sessions of both (:func:`with_sessions`)."""
+def _merged(stored: Sequence[Mapping[str, Any]], fresh: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """``stored`` with each entry that a ``fresh`` one matches (as a comparison matches them,
+    :class:`~.compare.StoredResults`) replaced in place, and the fresh entries that match none
+    at the end."""
+    matching = StoredResults(stored).match(fresh)
+    replacing: dict[int, list[Mapping[str, Any]]] = {}
+    added = []
+    for new, old in matching.pairs:
+        if old is None:
+            added.append(new)
+        else:
+            replacing.setdefault(id(old), []).append(new)
+    return [dict(e) for r in stored for e in replacing.get(id(r), [r])] + [dict(r) for r in added]
+
+
+def merge_results(
+    stored: Mapping[str, Any] | None,
+    fresh_results: Sequence[Mapping[str, Any]],
+    environment: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The results of a saved run or baseline once this run's are in: ``stored`` (the file
+    as it was, or None) with the entries this run produced replaced by its fresh ones
+    (:func:`with_sessions`) and new ones added; every other entry is kept. Each result carries
+    the environment it was measured in: this run's for the fresh ones, the stored entry's own
+    (or its file's, for a file written before entries had one) for the others."""
+    fresh = [
+        {**r, "environment": dict(environment)}
+        for r in with_sessions(fresh_results, stored, environment)
+    ]
+    if stored is None:
+        return fresh
+    file_environment = stored.get("environment")
+    kept = [
+        {**r, "environment": dict(own_environment(r, file_environment))} for r in stored["results"]
+    ]
+    return _merged(kept, fresh)
+
+
+def load_to_merge(path: str | os.PathLike[str], what: str) -> dict[str, Any] | None:
+    """The file at ``path`` that this run's results will be merged into, or None when there is
+    none. A file that cannot be read, or that a newer pytest-specdecode wrote, is a
+    :class:`ConfigError` naming the fix: it may hold other runs' entries, so it is never
+    replaced."""
+    if not os.path.exists(path):  # (a dangling symbolic link: its target is created)
+        return None
+    try:
+        return load(path, what)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc} -- left as it is: this run merges its results into that file and never "
+            "replaces one it cannot read (it may hold other tests' entries). Repair it, or move "
+            "it away to start a new file, or write to another path"
+        ) from None
+
+
+def save_run(
+    path: str | os.PathLike[str],
+    report: dict[str, Any],
+    derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Merge a saved run into ``path`` and return what was written: under :func:`locked`, the
+    file is read again and this run's results and products (:data:`PRODUCTS`) take the place
+    of the entries they match, every other entry is kept (:func:`merge_results`); the rest
+    (environment, session, comparisons) is this run's. ``derive`` recomputes what is made
+    from the merged results (the checklist). An unreadable file is refused
+    (:func:`load_to_merge`) and left as it is."""
     with locked(path):
-        stored = None
-        if os.path.exists(path):
-            with contextlib.suppress(ConfigError):
-                stored = load(path, "saved run")
+        stored = load_to_merge(path, "saved run")
         data = {
             **report,
-            "results": with_sessions(report["results"], stored, report["environment"]),
+            "results": merge_results(stored, report["results"], report["environment"]),
         }
+        for kind in PRODUCTS:
+            if stored is not None and (stored.get(kind) or report.get(kind)):
+                data[kind] = _merged(stored.get(kind) or [], report.get(kind) or [])
+        if derive is not None:
+            data = derive(data)
         write(path, data)
     return data
 
@@ -281,18 +368,12 @@ def update_baseline(
     session: dict[str, Any],
 ) -> dict[str, Any]:
     """Replace the entries of the baseline ``path`` that this run produced (matched as a
-    comparison matches them, :class:`~.compare.StoredResults`), keep the others, and return
-    what was written. The file is read again under :func:`locked`, so a run that updated it
-    meanwhile keeps its entries. A missing file is created; an unreadable one is a
-    :class:`ConfigError` and is left as it is."""
+    comparison matches them, :class:`~.compare.StoredResults`), keep the others with their own
+    environment (:func:`merge_results`), and return what was written. The file is read again
+    under :func:`locked`, so a run that updated it meanwhile keeps its entries. A missing file
+    is created; an unreadable one is a :class:`ConfigError` and is left as it is."""
     with locked(path):
-        kept: list[Mapping[str, Any]] = []
-        stored = None
-        if os.path.exists(path):
-            stored = load(path, "baseline file")
-            kept = StoredResults(stored["results"]).match(list(fresh_results)).missing
-        fresh = with_sessions(fresh_results, stored, environment)
-        results = [dict(r) for r in [*kept, *fresh]]
-        data = build(results, environment, session)
+        stored = load_to_merge(path, "baseline file")
+        data = build(merge_results(stored, fresh_results, environment), environment, session)
         write(path, data)
     return data

@@ -10,8 +10,11 @@ from ..errors import ConfigError
 
 def check_writable(path: str, source: str) -> None:
     """Fail now (not after the run) when ``path`` cannot become a file: it is a folder, a
-    parent is a file, or the nearest existing folder cannot be written."""
+    parent is a file, or the nearest existing folder cannot be written. A symbolic link is
+    written through: its target is checked."""
     target = Path(path).expanduser()
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
     if target.is_dir():
         raise ConfigError(f"{source}: {path!r} is a folder; give the path of a file")
     parent = target.parent

@@ -14,7 +14,7 @@ from ..settings import SETTINGS, load_global
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
 from .order import groups, reorder, schedule, test_id
-from .session import SpecDecodeSession
+from .session import SpecDecodeSession, with_checklist
 from .xdist import (
     GROUPS_KEY,
     WORKERINPUT_KEY,
@@ -264,7 +264,7 @@ def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> bool:
     if state.settings.get("save"):
 
         def save(path: str) -> None:
-            report.save_run(path, data)
+            report.save_run(path, data, derive=with_checklist)
 
         writers.append(("save", state.settings.get("save"), save))
     if state.settings.get("html"):

@@ -9,13 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..baselines import files as report_files
 from ..baselines.compare import (
     Matching,
     ResultKey,
     StoredResults,
     Verdict,
     comparison_entries,
-    environment_differences,
+    environment_change_lines,
+    environments_differing,
     parse_tolerances,
     reference_of,
     result_key,
@@ -52,7 +54,9 @@ class SpecDecodeSession:
     started: float = field(default_factory=time.time)
     baseline: dict[str, Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
-    environment_changes: list[str] = field(default_factory=list)
+    #: each way a compared baseline entry's environment differs from this run's, with the keys
+    #: of the results it concerns
+    environment_keys: dict[str, list[str]] = field(default_factory=dict)
     #: results received from pytest-xdist workers, as report entries (controller only)
     remote_results: list[dict[str, Any]] = field(default_factory=list)
     #: sweeps made with ``specdecode.sweep``
@@ -106,9 +110,11 @@ class SpecDecodeSession:
             return
         if not os.path.exists(path) and self.settings.get("update_baseline"):
             return  # created at the end of the session
-        from ..baselines import files as report
-
-        self.baseline = report.load(path, "baseline file")
+        if self.settings.get("update_baseline"):  # refused now when it cannot be merged into
+            self.baseline = report_files.load_to_merge(path, "baseline file")
+        else:
+            self.baseline = report_files.load(path, "baseline file")
+        assert self.baseline is not None  # (it exists)
         self._stored = StoredResults(self.baseline["results"])
         few = too_few_rounds(self.baseline["results"])
         if few and self.speedup_tolerance is not None and not self.settings.get("update_baseline"):
@@ -243,29 +249,45 @@ class SpecDecodeSession:
             return []
         new = [r.to_dict(with_outputs=False) for r in self.results_for(nodeid)]
         matching = self._stored.match(new)
-        if any(s is not None for _, s in matching.pairs) and self._environment_refused():
-            return [
-                f"{result_key(r)}: not compared: the baseline was measured in another environment "
-                f"({'; '.join(self.environment_changes)}) and --specdecode-strict-environment "
-                "is set"
-                for r, s in matching.pairs
-                if s is not None
-            ]
-        verdicts = verdicts_for(Matching(matching.pairs), self.tolerances)
+        refused = self._environment_refused(matching)
+        verdicts = verdicts_for(
+            Matching([(r, s) for r, s in matching.pairs if result_key(r) not in refused]),
+            self.tolerances,
+        )
         self.verdicts.extend(verdicts)
-        return ["regression: " + v.describe() for v in verdicts if v.status == "regressed"]
+        return [
+            f"{key}: not compared: its baseline entry was measured in another environment "
+            f"({'; '.join(changes)}) and --specdecode-strict-environment is set"
+            for key, changes in refused.items()
+        ] + ["regression: " + v.describe() for v in verdicts if v.status == "regressed"]
 
-    def _environment_refused(self) -> bool:
-        """Warn (once) when the baseline comes from another environment; True when
-        --specdecode-strict-environment makes that an error."""
+    def _environment_refused(self, matching: Matching) -> dict[str, list[str]]:
+        """Warn (once per difference) when a matched baseline entry was measured in another
+        environment than this run (each entry's own, ``own_environment``); returns the keys of
+        the results that --specdecode-strict-environment keeps from being compared, with their
+        differences."""
         assert self.baseline is not None
-        changes = environment_differences(self.baseline.get("environment", {}), self.environment())
-        if changes and not self.environment_changes:
-            self.environment_changes = changes
-            self.progress(
-                "WARNING: comparing with a baseline from another environment: " + "; ".join(changes)
-            )
-        return bool(changes) and bool(self.settings.get("strict_environment"))
+        differing = environments_differing(
+            matching, self.baseline.get("environment"), self.environment()
+        )
+        refused: dict[str, list[str]] = {}
+        for change, keys in differing.items():
+            if change not in self.environment_keys:
+                self.progress(
+                    "WARNING: comparing with a baseline entry from another environment: "
+                    f"{change} ({keys[0]})"
+                )
+            known = self.environment_keys.setdefault(change, [])
+            known.extend(k for k in keys if k not in known)
+            for key in keys:
+                refused.setdefault(key, []).append(change)
+        return refused if self.settings.get("strict_environment") else {}
+
+    @property
+    def environment_changes(self) -> list[str]:
+        """How the compared baseline entries' environments differ from this run's, each with
+        the results it concerns."""
+        return environment_change_lines(self.environment_keys)
 
     def reference(self, nodeid: str, label: str | None) -> tuple[Reference, float] | None:
         """The stored speedup of a result and its relative tolerance, when comparing with a
@@ -313,18 +335,14 @@ class SpecDecodeSession:
         }
 
     def report(self) -> dict[str, Any]:
-        from ..baselines import files as report
-
         session = self.report_session()
-        data = report.build(self.result_dicts(), self.environment(), session)
+        data = report_files.build(self.result_dicts(), self.environment(), session)
         for kind in PRODUCTS:
             if self.products(kind):
                 data[kind] = self.products(kind)
         if self.baseline is not None:
             data["comparisons"] = self.comparisons()
-        if data["results"] or data.get("loads"):
-            data["checklist"] = [c.to_dict() for c in checklists(data)]
-        return data
+        return with_checklist(data)
 
     def start_notes(self) -> list[str]:
         """How engines started: why some started one after the other."""
@@ -391,7 +409,15 @@ class SpecDecodeSession:
 
 #: What tests make besides results, by report key (each a ``SpecDecodeSession`` list of
 #: objects with ``nodeid`` and ``to_dict()``).
-PRODUCTS = ("sweeps", "rankings", "distribution_checks", "loads", "schedule_checks")
+PRODUCTS = report_files.PRODUCTS
+
+
+def with_checklist(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a report) with its ``checklist`` made from its results and loads."""
+    data = {k: v for k, v in data.items() if k != "checklist"}
+    if data["results"] or data.get("loads"):
+        data["checklist"] = [c.to_dict() for c in checklists(data)]
+    return data
 
 
 def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
@@ -419,6 +445,12 @@ def check_outputs(settings: GlobalSettings) -> None:
     compare = settings.get("compare")
     if compare and settings.get("update_baseline"):
         check_writable(compare, "--specdecode-compare (updated by --specdecode-update-baseline)")
+    if settings.get("save"):  # merged into at the end: refuse now a file that cannot be
+        source = settings.source("save")
+        what = BY_NAME["save"].option + (
+            "" if source == BY_NAME["save"].option else f" (from {source})"
+        )
+        report_files.load_to_merge(settings.get("save"), what)
     for i, (name, path) in enumerate(paths):
         for other, other_path in paths[i + 1 :]:
             if same_file(path, other_path):
