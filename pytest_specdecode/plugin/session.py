@@ -14,6 +14,7 @@ from ..baselines.compare import (
     ResultKey,
     StoredResults,
     Verdict,
+    check_speedup_amount,
     comparison_entries,
     environment_differences,
     parse_tolerances,
@@ -110,6 +111,11 @@ class SpecDecodeSession:
 
         self.baseline = report.load(path, "baseline file")
         self._stored = StoredResults(self.baseline["results"])
+        check_speedup_amount(
+            self.tolerances,
+            self.baseline["results"],
+            f"{self.settings.source('compare_fail')} (against the baseline {path})",
+        )
         few = too_few_rounds(self.baseline["results"])
         if few and self.speedup_tolerance is not None and not self.settings.get("update_baseline"):
             raise ConfigError(
