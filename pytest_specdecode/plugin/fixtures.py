@@ -137,10 +137,14 @@ class SpecDecode:
         self._record_properties(result)
 
     def _record_properties(self, result: Result) -> None:
-        """Each figure as a junit XML property (``record_property``)."""
+        """Each figure as a junit XML property (``record_property``); text is
+        :func:`~pytest_specdecode.reporting.table.printable` (a lone surrogate in a label
+        would make pytest's JUnit writer raise, and it does not escape property names)."""
+        from ..reporting.table import printable
+
         if self._node is None:
             return
-        prefix = "specdecode" + (f"[{result.label}]" if result.label else "")
+        prefix = "specdecode" + (f"[{printable(result.label)}]" if result.label else "")
         figures = {
             "category": result.category,
             "method": result.method,
@@ -155,7 +159,8 @@ class SpecDecode:
             "speculative_tokens_per_second": round(result.speculative.tokens_per_second, 2),
         }
         for name, value in figures.items():
-            self._node.user_properties.append((f"{prefix}.{name}", value))
+            shown = printable(value) if isinstance(value, str) else value
+            self._node.user_properties.append((f"{prefix}.{name}", shown))
 
 
 def vllm_available() -> bool:
