@@ -43,7 +43,7 @@ class Tolerance:
 
     def __str__(self) -> str:
         return (
-            f"{self.figure}:{self.amount * 100:g}%"
+            f"{self.figure}:{self.amount * 100:.10g}%"
             if self.relative
             else (f"{self.figure}:{self.amount:g}")
         )
