@@ -4,10 +4,14 @@
 github-action-benchmark-smaller``.
 
 Prints the same tables (``html``: the "worth it?" checklist) as the plugin, without running
-anything; ``export`` writes the figures for a history tracker (stdout, or ``--output``). Exit
-status: 0 when nothing regressed, 1 when something did, 2 on bad input (an unreadable or
-invalid file, a comparison in which no test matches, a report with no results to export, an
-output file that cannot be written).
+anything; ``export`` writes the figures for a history tracker (stdout, or ``--output``).
+
+Exit status (every command): :data:`EXIT_OK` (0) when nothing regressed, :data:`EXIT_REGRESSED`
+(1) when ``compare`` found a regression, :data:`EXIT_BAD_INPUT` (2) on a usage error or bad
+input (an unreadable or invalid file, an impossible tolerance, a comparison in which no test
+matches, a report with no results to export, an output file that cannot be written or that is
+one of the inputs), :data:`EXIT_CRASH` (3) when the command itself failed (a bug: the
+traceback goes to stderr), so that CI can tell a crash from a regression.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -23,6 +28,7 @@ from .baselines.compare import (
     DEFAULT_TOLERANCES,
     Matching,
     StoredResults,
+    check_speedup_amount,
     comparison_entries,
     environment_change_lines,
     environments_differing,
@@ -32,6 +38,10 @@ from .baselines.compare import (
 )
 from .errors import ConfigError
 from .reporting.export import FORMATS
+
+#: Exit statuses: nothing regressed; ``compare`` found a regression; a usage error or bad
+#: input; the command crashed (pytest's own "internal error" status).
+EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_CRASH = 0, 1, 2, 3
 
 
 def _say(text: str, file: TextIO | None = None) -> None:
@@ -60,13 +70,26 @@ def _nothing_matched(args: argparse.Namespace, matching: Matching) -> str:
     )
 
 
+def _check_output(path: str | None, option: str, *inputs: tuple[str, str]) -> None:
+    """Refuse an output ``path`` (given with ``option``; None: stdout) that names one of the
+    ``inputs`` (``(path, what it is)``), before anything is read or written."""
+    from .baselines.outputs import check_not_input
+
+    if path is not None:
+        check_not_input(path, option, inputs)
+
+
 def _compare(args: argparse.Namespace) -> int:
     from .baselines import files as report
     from .reporting.table import render, render_comparison
 
+    _check_output(
+        args.json, "--json", (args.old, "baseline file (OLD)"), (args.new, "results file (NEW)")
+    )
     old = report.load(args.old, "baseline file")
     new = report.load(args.new, "results file")
     tolerances = parse_tolerances(args.fail, "--fail")
+    check_speedup_amount(tolerances, old["results"], f"--fail (against {args.old})")
     if not 0 < args.alpha < 1:
         raise ConfigError(
             f"--alpha: expected a significance level between 0 and 1, got {args.alpha}"
@@ -82,7 +105,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
         if args.strict_environment:
             _say("error: --strict-environment is set", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
     _say(render(new["results"], tablefmt=args.format))
     _say("")
     verdicts = verdicts_for(matching, tolerances, args.alpha)
@@ -99,7 +122,7 @@ def _compare(args: argparse.Namespace) -> int:
         f"{sum(v.status == 'missing' for v in verdicts)} missing "
         f"(tolerances {', '.join(str(t) for t in tolerances)}; one-sided p < {args.alpha:g})"
     )
-    return 1 if regressed else 0
+    return EXIT_REGRESSED if regressed else EXIT_OK
 
 
 def _write(path: str, text: str) -> None:
@@ -117,17 +140,19 @@ def _html(args: argparse.Namespace) -> int:
     from .reporting.checklist import checklists
     from .reporting.html import render_html
 
+    _check_output(args.output, "OUTPUT", (args.report, "report file (REPORT)"))
     data = report.load(args.report, "report file")
     _write(args.output, render_html(data))
     for checklist in checklists(data):
         _say("\n".join(checklist.text()))
     _say(f"wrote {args.output}")
-    return 0
+    return EXIT_OK
 
 
 def _export(args: argparse.Namespace) -> int:
     from .baselines import files as report
 
+    _check_output(args.output, "--output", (args.report, "report file (REPORT)"))
     data = report.load(args.report, "report file")
     if not data["results"] and not data.get("loads"):
         raise ConfigError(f"report file {args.report}: holds no results to export")
@@ -140,18 +165,20 @@ def _export(args: argparse.Namespace) -> int:
     text = json.dumps(document, indent=2, allow_nan=False) + "\n"
     if args.output is None:
         sys.stdout.write(text)
-        return 0
+        return EXIT_OK
     _write(args.output, text)
     _say(f"wrote {args.output} ({args.format}, {len(data['results'])} results)")
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_specdecode")
     commands = parser.add_subparsers(dest="command", required=True)
     cmp = commands.add_parser("compare", help="compare two saved runs")
-    cmp.add_argument("old", help="baseline file (--specdecode-save / --specdecode-report)")
-    cmp.add_argument("new", help="results file to check against it")
+    cmp.add_argument(
+        "old", metavar="OLD", help="baseline file (--specdecode-save / --specdecode-report)"
+    )
+    cmp.add_argument("new", metavar="NEW", help="results file to check against it")
     cmp.add_argument("--fail", default=DEFAULT_TOLERANCES, help="tolerated drops")
     cmp.add_argument("--alpha", type=float, default=ALPHA, help="significance level")
     cmp.add_argument("--strict-environment", action="store_true")
@@ -160,12 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--json", metavar="OUT", help="also write the verdicts as the report's comparisons list"
     )
     page = commands.add_parser("html", help="render a saved report as a self-contained HTML page")
-    page.add_argument("report", help="report or saved-run file")
-    page.add_argument("output", help="HTML file to write")
+    page.add_argument("report", metavar="REPORT", help="report or saved-run file")
+    page.add_argument("output", metavar="OUTPUT", help="HTML file to write")
     export = commands.add_parser(
         "export", help="write a report's figures for a history tracker (Bencher, ...)"
     )
-    export.add_argument("report", help="report or saved-run file")
+    export.add_argument("report", metavar="REPORT", help="report or saved-run file")
     export.add_argument(
         "--format", required=True, choices=list(FORMATS),
         help="bmf: Bencher Metric Format (bencher run --adapter json); github-action-benchmark: "
@@ -183,7 +210,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     except ConfigError as exc:
         _say(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - a crash gets its own status, not "regressed"
+        traceback.print_exc()
+        _say(
+            f"internal error: {args.command} crashed ({type(exc).__name__}: {exc}); this is a "
+            f"bug in pytest-specdecode, not a regression (exit status {EXIT_CRASH}); the "
+            "traceback is above",
+            file=sys.stderr,
+        )
+        return EXIT_CRASH
 
 
 if __name__ == "__main__":

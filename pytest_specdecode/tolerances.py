@@ -1,5 +1,11 @@
 """Tolerated drops for the regression rule (``--specdecode-compare-fail``): parsed once,
-shared by the settings that validate them and the comparison that applies them."""
+shared by the settings that validate them and the comparison that applies them.
+
+A relative tolerance must be below 100% (a drop of 100% takes any figure to zero, so nothing
+could regress, and the speedup's rule works on ``log(1 - tolerance)``); an absolute speedup
+tolerance must be below every stored speedup
+(:func:`~pytest_specdecode.baselines.compare.check_speedup_amount`).
+"""
 
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ class Tolerance:
 
     def __str__(self) -> str:
         return (
-            f"{self.figure}:{self.amount * 100:g}%"
+            f"{self.figure}:{self.amount * 100:.10g}%"
             if self.relative
             else (f"{self.figure}:{self.amount:g}")
         )
@@ -62,6 +68,12 @@ def parse_tolerances(text: str, source: str = "--specdecode-compare-fail") -> li
             raise ConfigError(f"{source}: {part!r}: {amount!r} is not a number") from None
         if value < 0 or not math.isfinite(value):
             raise ConfigError(f"{source}: {part!r}: the tolerance must be >= 0")
+        if relative and value >= 100:
+            raise ConfigError(
+                f"{source}: {part!r}: a relative tolerance must be below 100% (a drop of 100% "
+                f"takes {figure} to zero: nothing could ever regress). Give a smaller one, e.g. "
+                f"{figure}:10%, or leave {figure} out of the list to not compare it"
+            )
         result.append(Tolerance(figure, value / 100 if relative else value, relative))
     if not result:
         raise ConfigError(f"{source}: no tolerance given, e.g. speedup:10%,acceptance_rate:5%")

@@ -62,6 +62,8 @@ def test_parse_tolerances() -> None:
         ("speedup", "should look like"),
         ("speedup:ten%", "'ten%' is not a number"),
         ("speedup:-1%", ">= 0"),
+        ("speedup:100%", "a relative tolerance must be below 100%"),
+        ("match_rate:250%", "a relative tolerance must be below 100%"),
         ("", "no tolerance given"),
     ],
 )
@@ -69,6 +71,12 @@ def test_bad_tolerances_name_the_source(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
         parse_tolerances(text, "ini specdecode_compare_fail")
     assert str(info.value).startswith("ini specdecode_compare_fail")
+
+
+def test_a_tolerance_just_below_100_percent_reads_back_as_given() -> None:
+    # a verdict re-reads its tolerance from str(): it must not round up to the refused 100%
+    (tolerance,) = parse_tolerances("acceptance_rate:99.99999%")
+    assert parse_tolerances(str(tolerance)) == [tolerance]
 
 
 def stored(rng: random.Random, speedup: float = 2.0) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
 from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
 from ..settings import MIN_BASELINE_ROUNDS
@@ -33,6 +34,7 @@ __all__ = [
     "StoredResults",
     "Tolerance",
     "Verdict",
+    "check_speedup_amount",
     "compare_one",
     "compare_runs",
     "comparison_entries",
@@ -279,6 +281,31 @@ def speedup_tolerance(tolerance: Tolerance, stored: Mapping[str, Any]) -> float:
     if tolerance.relative:
         return tolerance.amount
     return tolerance.amount / max(float(stored["speedup"]), 1e-9)
+
+
+def check_speedup_amount(
+    tolerances: Sequence[Tolerance], stored: Iterable[Mapping[str, Any]], source: str
+) -> None:
+    """Refuse an absolute speedup tolerance (``speedup:0.5``) at least as large as a stored
+    speedup: the drop it allows would take that speedup to zero or below, which the
+    regression rule (on log speedups) cannot test. Errors name ``source``."""
+    amounts = [t for t in tolerances if t.figure == "speedup" and not t.relative]
+    if not amounts:
+        return
+    tolerance = max(amounts, key=lambda t: t.amount)
+    too_small = [
+        f"{result_key(r)} ({float(r['speedup']):g}x)"
+        for r in stored
+        if r.get("speedup") is not None and float(r["speedup"]) <= tolerance.amount
+    ]
+    if too_small:
+        more = f" and {len(too_small) - 3} more" if len(too_small) > 3 else ""
+        raise ConfigError(
+            f"{source}: {tolerance}: an absolute speedup tolerance must be below every stored "
+            f"speedup, and these are not above {tolerance.amount:g}: "
+            f"{', '.join(too_small[:3])}{more}. Give a relative tolerance instead (e.g. "
+            "speedup:10%) or a smaller amount"
+        )
 
 
 def too_few_rounds(results: Iterable[Mapping[str, Any]]) -> list[str]:

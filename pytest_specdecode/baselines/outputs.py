@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -33,5 +34,23 @@ def check_writable(path: str, source: str) -> None:
 
 
 def same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file (whether or not it exists yet)."""
-    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    """Whether two paths name one file (whether or not it exists yet): the same path once
+    ``~``, ``.``, ``..`` and symbolic links are resolved, or one file under two hard links."""
+    first, second = Path(a).expanduser(), Path(b).expanduser()
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_not_input(path: str, source: str, inputs: Sequence[tuple[str, str]]) -> None:
+    """Refuse an output ``path`` (given by ``source``) that names one of the ``inputs``
+    (``(path, what it is)``): writing it would replace a file being read."""
+    for input_path, what in inputs:
+        if same_file(path, input_path):
+            raise ConfigError(
+                f"{source} {path!r} is the {what} {input_path!r}: writing it would replace "
+                f"that file with this command's output. Give {source} another path"
+            )

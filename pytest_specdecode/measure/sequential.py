@@ -240,15 +240,24 @@ def decide(
         d, z, info = _estimate(base_mean, base_var, base_scale, n_b, new[:n], reference.session_var)
         llr = drop * d * info - drop * drop * info / 2
         if llr >= upper and d >= floor:
-            return Decision("regressed", n, math.exp(-d) - 1, z)
+            return Decision("regressed", n, _change(d), z)
         if llr <= lower:
-            return _improved_or(Decision("unchanged", n, math.exp(-d) - 1, z), floor)
-    undecided = Decision("undecided", len(new), math.exp(-d) - 1, z)
+            return _improved_or(Decision("unchanged", n, _change(d), z), floor)
+    undecided = Decision("undecided", len(new), _change(d), z)
     if not final:
         return undecided
     if z > TRUNCATION_Z and d >= floor:
         return Decision("regressed", len(new), undecided.change, z)
     return _improved_or(Decision("unchanged", len(new), undecided.change, z), floor)
+
+
+def _change(log_drop: float) -> float:
+    """The relative change of the speedup for an estimated log drop (inf where it overflows:
+    a stored speedup near zero)."""
+    try:
+        return math.expm1(-log_drop)
+    except OverflowError:
+        return math.inf
 
 
 def _estimate(

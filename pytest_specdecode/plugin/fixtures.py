@@ -137,10 +137,14 @@ class SpecDecode:
         self._record_properties(result)
 
     def _record_properties(self, result: Result) -> None:
-        """Each figure as a junit XML property (``record_property``)."""
+        """Each figure as a junit XML property (``record_property``); text is
+        :func:`~pytest_specdecode.reporting.table.printable` (a lone surrogate in a label
+        would make pytest's JUnit writer raise, and it does not escape property names)."""
+        from ..reporting.table import printable
+
         if self._node is None:
             return
-        prefix = "specdecode" + (f"[{result.label}]" if result.label else "")
+        prefix = "specdecode" + (f"[{printable(result.label)}]" if result.label else "")
         figures = {
             "category": result.category,
             "method": result.method,
@@ -156,7 +160,8 @@ class SpecDecode:
         }
         figures.update(_phase_properties(getattr(result, "phases", None)))
         for name, value in figures.items():
-            self._node.user_properties.append((f"{prefix}.{name}", value))
+            shown = printable(value) if isinstance(value, str) else value
+            self._node.user_properties.append((f"{prefix}.{name}", shown))
 
 
 #: Phase figures that become junit XML properties: (property, key in ``Result.phases``'s

@@ -229,7 +229,10 @@ def pytest_runtest_makereport(
     return report
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # tryfirst: the files are written before other plugins' session-finish hooks run, so that
+    # one of them raising (pytest's JUnit writer on a lone surrogate) cannot cost them
     state = session.config.stash.get(SESSION_KEY, None)
     if state is None:
         return
@@ -346,7 +349,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         _comparison_summary(terminalreporter, state)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
-        _github_summary(summary_path, state)
+        try:
+            _github_summary(summary_path, state)
+        except OSError as exc:
+            terminalreporter.write_line(
+                f"WARNING: the GitHub step summary was not written: $GITHUB_STEP_SUMMARY="
+                f"{printable(summary_path)} cannot be appended to ({exc.strerror or exc})",
+                yellow=True,
+                bold=True,
+            )
 
 
 def _comparison_summary(

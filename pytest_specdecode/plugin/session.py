@@ -15,6 +15,7 @@ from ..baselines.compare import (
     ResultKey,
     StoredResults,
     Verdict,
+    check_speedup_amount,
     comparison_entries,
     environment_change_lines,
     environments_differing,
@@ -116,6 +117,11 @@ class SpecDecodeSession:
             self.baseline = report_files.load(path, "baseline file")
         assert self.baseline is not None  # (it exists)
         self._stored = StoredResults(self.baseline["results"])
+        check_speedup_amount(
+            self.tolerances,
+            self.baseline["results"],
+            f"{self.settings.source('compare_fail')} (against the baseline {path})",
+        )
         few = too_few_rounds(self.baseline["results"])
         if few and self.speedup_tolerance is not None and not self.settings.get("update_baseline"):
             raise ConfigError(

@@ -4,16 +4,22 @@ Charts are embedded as inline SVG, so the file works offline with no external sc
 rendered from a report dict (the ``--specdecode-report`` format), so it can be made after the
 fact: ``python -m pytest_specdecode html report.json report.html``. matplotlib is the optional
 extra ``pytest-specdecode[html]``.
+
+Text from the report is drawn as written: matplotlib's math text is off (a ``$`` in a label is a
+dollar sign), lone surrogates (which JSON can carry but UTF-8 cannot) are written as their
+escape, and a chart that cannot be drawn is replaced by a line saying why, so one bad figure
+never costs the page.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ConfigError
 from ..measure.kschedule import ScheduleCheck
@@ -49,7 +55,11 @@ from .table import (
     schedule_line,
     schedule_rows,
     speculative_config_json,
+    without_surrogates,
 )
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -100,6 +110,41 @@ def _pyplot() -> Any:
     return plt
 
 
+def _literal(draw: Callable[P, T]) -> Callable[P, T]:
+    """A chart function run with matplotlib's math text off: ``$...$`` in a label is drawn as
+    written (math text would drop the dollar signs, and ``$$`` makes it raise)."""
+
+    @functools.wraps(draw)
+    def literally(*args: P.args, **kwargs: P.kwargs) -> T:
+        with _pyplot().rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return literally
+
+
+def _error_bars(value: float, low: float, high: float) -> tuple[float, float]:
+    """The lengths below and above ``value`` of its interval, never negative (a value outside
+    its interval gets no bar on that side rather than an error)."""
+    return max(0.0, value - low), max(0.0, high - value)
+
+
+def _charts(draw: Callable[[], list[str]]) -> list[str]:
+    """``draw()``'s charts, or one line saying why they could not be drawn (the rest of the
+    page still renders)."""
+    try:
+        return draw()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one chart must not cost the page
+        why = html.escape(f"{type(exc).__name__}: {exc}")
+        return [f"<p class='chart-error'>chart not drawn: {why}</p>"]
+
+
+def _chart(draw: Callable[..., str], *args: Any) -> str:
+    """``draw(*args)``, or a line saying why that chart could not be drawn."""
+    return _charts(lambda: [draw(*args)])[0]
+
+
 def _svg(fig: Any) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight")
@@ -112,6 +157,7 @@ def _category_label(result: Mapping[str, Any]) -> str:
     return f"{result['category']}: {label(result)}"
 
 
+@_literal
 def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
     """Speedup per result with its 95% interval, grouped and coloured by category."""
     plt = _pyplot()
@@ -123,8 +169,9 @@ def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
         low, high = r["speedup_ci"]
         low = r["speedup"] if low is None else low
         high = r["speedup"] if high is None else high
+        below, above = _error_bars(r["speedup"], low, high)
         ax.errorbar(
-            r["speedup"], y, xerr=[[r["speedup"] - low], [high - r["speedup"]]], fmt="o",
+            r["speedup"], y, xerr=[[below], [above]], fmt="o",
             color=colours[str(r["category"])], capsize=4,
         )  # fmt: skip
     ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
@@ -134,6 +181,7 @@ def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
+@_literal
 def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
     """Share of drafts accepted at each speculative position, one line per result."""
     plt = _pyplot()
@@ -151,6 +199,7 @@ def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
+@_literal
 def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
     """Speedup against k (a line per concurrency) and against concurrency (a line per k)."""
     plt = _pyplot()
@@ -358,6 +407,7 @@ def load_positions(rates: list[float]) -> tuple[list[float], bool]:
     return [r if math.isfinite(r) else end for r in rates], log
 
 
+@_literal
 def load_chart(load: Mapping[str, Any]) -> str:
     """p50 and p99 TPOT (ms) against the arrival rate, one line each for the baseline and
     the speculative engine, from a load dict (``LoadResult.to_dict()``); the rate at which
@@ -413,6 +463,7 @@ def _schedule_part(schedule: Mapping[str, Any]) -> list[str]:
     ]
 
 
+@_literal
 def schedule_chart(check: Mapping[str, Any]) -> str:
     """Speedup (95% interval) against concurrency for the scheduled engine and the best fixed
     k, from a schedule check dict; where the schedule is off the scheduled engine was not run
@@ -433,8 +484,9 @@ def schedule_chart(check: Mapping[str, Any]) -> str:
             low, high = ci if ci is not None else (speedup, speedup)
             xs.append(row.concurrency)
             ys.append(speedup)
-            errors[0].append(speedup - low)
-            errors[1].append(high - speedup)
+            below, above = _error_bars(speedup, low, high)
+            errors[0].append(below)
+            errors[1].append(above)
             ax.annotate(f"k={getattr(row, f'{side}_k')}", (row.concurrency, speedup),
                         textcoords="offset points", xytext=(8, 6 if side == "scheduled" else -14),
                         fontsize=8, color=colour)  # fmt: skip
@@ -465,7 +517,7 @@ def _check_section(index: int, check: Mapping[str, Any]) -> list[str]:
         f"<h2>Schedule check: {html.escape(str(check.get('nodeid')))}</h2>",
         f"<p>{html.escape(check_line(check))}</p>",
         _table("schedule-check", CHECK_HEADERS, check_rows(check)),
-        f"<div class='chart' id='schedule-check-{index}'>{schedule_chart(check)}</div>",
+        f"<div class='chart' id='schedule-check-{index}'>{_chart(schedule_chart, check)}</div>",
     ]
 
 
@@ -475,10 +527,11 @@ def _load_section(index: int, load: Mapping[str, Any]) -> list[str]:
         f"<p>{html.escape(load_line(load))}</p>",
         f"<div class='load'>{render_loads([load], tablefmt='html')}</div>",
         f"<p class='env'>{html.escape(LOAD_LEGEND)}</p>",
-        f"<div class='chart' id='load-{index}'>{load_chart(load)}</div>",
+        f"<div class='chart' id='load-{index}'>{_chart(load_chart, load)}</div>",
     ]
 
 
+@_literal
 def ranking_chart(ranking: Mapping[str, Any]) -> str:
     """Speedup (95% interval) against extra memory, one point per candidate; a candidate
     whose extra memory was not measured is plotted at 0 and said so."""
@@ -496,8 +549,9 @@ def ranking_chart(ranking: Mapping[str, Any]) -> str:
         low = speedup if low is None else low
         high = speedup if high is None else high
         best = c.get("name") == ranking.get("best")
+        below, above = _error_bars(speedup, low, high)
         ax.errorbar(
-            memory or 0.0, speedup, yerr=[[speedup - low], [high - speedup]], fmt="o",
+            memory or 0.0, speedup, yerr=[[below], [above]], fmt="o",
             color="C2" if best else ("C1" if c.get("tied") else "C0"), capsize=4,
             markersize=8 if best else 6,
         )  # fmt: skip
@@ -533,7 +587,7 @@ def _ranking_section(index: int, ranking: Mapping[str, Any]) -> list[str]:
             f"<p class='env'>extra memory not measured for {html.escape(', '.join(unmeasured))}"
             ": plotted at 0 GiB</p>"
         )
-    parts.append(f"<div class='chart' id='ranking-{index}'>{ranking_chart(ranking)}</div>")
+    parts.append(f"<div class='chart' id='ranking-{index}'>{_chart(ranking_chart, ranking)}</div>")
     return parts
 
 
@@ -565,6 +619,7 @@ def _checklist_section(found: list[Checklist]) -> list[str]:
 
 def render_html(report: Mapping[str, Any]) -> str:
     """The whole page for a report dict."""
+    report = without_surrogates(report)
     results = list(report.get("results") or [])
     env = report.get("environment") or {}
     served = bool(env.get("served"))
@@ -596,9 +651,11 @@ def render_html(report: Mapping[str, Any]) -> str:
     if results:
         parts += [
             "<h2>Charts</h2>",
-            f"<div class='chart' id='speedup'>{speedup_chart(results)}</div>",
+            f"<div class='chart' id='speedup'>{_chart(speedup_chart, results)}</div>",
         ]
-        parts.append(f"<div class='chart' id='acceptance'>{acceptance_chart(results)}</div>")
+        parts.append(
+            f"<div class='chart' id='acceptance'>{_chart(acceptance_chart, results)}</div>"
+        )
     parts += _phase_section(results, served)
     for i, sweep in enumerate(report.get("sweeps") or []):
         parts.append(f"<h2>Sweep: {html.escape(str(sweep['nodeid']))}</h2>")
@@ -606,7 +663,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             f"<p>best k per concurrency: {html.escape(str(sweep['best_k']))}; crossover: "
             f"{html.escape(str(sweep['crossover']))}</p>"
         )
-        for j, chart in enumerate(sweep_charts(sweep)):
+        for j, chart in enumerate(_charts(functools.partial(sweep_charts, sweep))):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
         parts += _sweep_break_even(i, sweep, served)
         if sweep.get("schedule"):

@@ -17,11 +17,19 @@ from .checklist import spread
 from .phases import SERVED, phase_line, phases
 
 #: Characters a terminal may act on rather than show: C0 and C1 controls, DEL, bidirectional
-#: overrides and isolates, line and paragraph separators.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-_CONTROL_BUT_NEWLINE = re.compile(
-    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+#: overrides and isolates, line and paragraph separators; and lone surrogates (JSON can carry
+#: them, UTF-8 cannot: printing or writing one raises).
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 )
+_CONTROL_BUT_NEWLINE = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Markdown table formats, whose cells escape ``|``, ``$`` (GitHub's math) and HTML
+#: (:func:`_tabulate`).
+MARKDOWN = ("github", "pipe")
+_MARKDOWN_CELL = str.maketrans({"|": "\\|", "$": "\\$", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -36,6 +44,27 @@ def printable(text: object, *, keep_newlines: bool = False) -> str:
     text read from a file (a baseline's test ids, labels, notes) cannot drive the terminal."""
     pattern = _CONTROL_BUT_NEWLINE if keep_newlines else _CONTROL
     return pattern.sub(_escape, str(text))
+
+
+def without_surrogates(value: Any) -> Any:
+    """``value`` (a report dict, list or text) with every lone surrogate in its text written
+    as its escape (``\\udcff``), so it can be drawn and written as UTF-8."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value)
+    if isinstance(value, Mapping):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_surrogates(v) for v in value]
+    return value
+
+
+def _tabulate(table: Sequence[Sequence[str]], headers: Sequence[str], tablefmt: str) -> str:
+    """``tabulate`` with numbers kept as text; in a Markdown format each cell's ``|``, ``$``
+    and HTML are escaped, so a test id or label can neither shift the columns nor add
+    markup."""
+    if tablefmt in MARKDOWN:
+        table = [[cell.translate(_MARKDOWN_CELL) for cell in row] for row in table]
+    return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
 HEADERS = (
@@ -140,7 +169,7 @@ def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> st
         else:
             empty.add(index)
     table = [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
-    return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+    return _tabulate(table, headers, tablefmt)
 
 
 def render_with_phases(results: Sequence[Mapping[str, Any]], *, served: bool = False) -> list[str]:
@@ -261,15 +290,17 @@ SCHEDULE_HEADERS = (
 
 def schedule_rows(schedule: Mapping[str, Any]) -> list[list[str]]:
     """One row per concurrency a sweep measured, from a schedule dict
-    (``KSchedule.to_dict()``): the batch-size range that runs its choice, the k chosen there
+    (``KSchedule.to_dict()``): the batch-size range that runs its choice ("in a gap" where a
+    hand-edited schedule's ranges leave it out), the k chosen there
     (0: speculation off, the target alone), that k's speedup and the best k's, each with its
     95% interval."""
     parsed = KSchedule.from_dict(schedule)
     out = []
     for choice in parsed.choices:
-        start, end, _ = next(e for e in parsed.entries if e[0] <= choice.concurrency <= e[1])
+        held = [f"{s}-{e}" if s != e else str(s) for s, e, _ in parsed.entries
+                if s <= choice.concurrency <= e]  # fmt: skip
         cells = [
-            f"{start}-{end}" if start != end else str(start),
+            held[0] if held else "in a gap",
             f"c={choice.concurrency}",
             _k(choice.k),
             "off" if choice.k == 0 else _interval(choice.speedup, choice.speedup_ci),
@@ -282,10 +313,7 @@ def schedule_rows(schedule: Mapping[str, Any]) -> list[list[str]]:
 
 def render_schedule(schedule: Mapping[str, Any], tablefmt: str = "simple") -> str:
     """A sweep's k schedule as a table (:func:`schedule_rows`)."""
-    return tabulate(
-        schedule_rows(schedule), headers=SCHEDULE_HEADERS, tablefmt=tablefmt,
-        disable_numparse=True,
-    )  # fmt: skip
+    return _tabulate(schedule_rows(schedule), SCHEDULE_HEADERS, tablefmt)
 
 
 def schedule_line(schedule: Mapping[str, Any]) -> str:
@@ -332,9 +360,7 @@ def check_rows(check: Mapping[str, Any]) -> list[list[str]]:
 
 def render_check(check: Mapping[str, Any], tablefmt: str = "simple") -> str:
     """A schedule check as a table (:func:`check_rows`)."""
-    return tabulate(
-        check_rows(check), headers=CHECK_HEADERS, tablefmt=tablefmt, disable_numparse=True
-    )
+    return _tabulate(check_rows(check), CHECK_HEADERS, tablefmt)
 
 
 def check_line(check: Mapping[str, Any]) -> str:
@@ -429,7 +455,7 @@ def render_loads(loads: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -
     if not any(row[GOODPUT] != "-" for row in table):
         del headers[GOODPUT]
         table = [row[:GOODPUT] + row[GOODPUT + 1 :] for row in table]
-    return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+    return _tabulate(table, headers, tablefmt)
 
 
 def load_line(data: Mapping[str, Any]) -> str:
@@ -443,9 +469,7 @@ def load_line(data: Mapping[str, Any]) -> str:
 
 def render_ranking(ranking: Mapping[str, Any], tablefmt: str = "simple") -> str:
     """A ranking dict as a table, one row per candidate."""
-    return tabulate(
-        ranking_rows(ranking), headers=RANKING_HEADERS, tablefmt=tablefmt, disable_numparse=True
-    )
+    return _tabulate(ranking_rows(ranking), RANKING_HEADERS, tablefmt)
 
 
 COMPARISON_HEADERS = ("test", "figure", "stored", "now", "change", "p", "verdict")
@@ -466,7 +490,7 @@ def render_comparison(verdicts: Iterable[Any], tablefmt: str = "simple") -> str:
             v.status.upper() if v.status == "regressed" else v.status,
         ]
         table.append([printable(cell) for cell in cells])
-    return tabulate(table, headers=COMPARISON_HEADERS, tablefmt=tablefmt, disable_numparse=True)
+    return _tabulate(table, COMPARISON_HEADERS, tablefmt)
 
 
 def _seconds(value: Any) -> str:

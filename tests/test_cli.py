@@ -1,0 +1,240 @@
+"""The offline CLI (``python -m pytest_specdecode``): it never writes over its own inputs, its
+exit status tells a regression (1) from bad input (2) and a crash (3), it refuses impossible
+tolerances, and hostile but schema-valid files render (issue 34, items 3 and 13)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.__main__ import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_REGRESSED
+from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.baselines import files as report
+
+from .helpers import fake_result
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def entry(nodeid: str = "t.py::test_a", speedup: float = 2.0, **changes: Any) -> dict[str, Any]:
+    """A report entry whose 30 rounds all have the speedup ``speedup``."""
+    data = fake_result().to_dict(with_outputs=False)
+    ratios = [speedup * (1 + 0.01 * ((i % 5) - 2)) for i in range(30)]
+    data.update(nodeid=nodeid, speedup=speedup, speedup_ci=[speedup * 0.98, speedup * 1.02],
+                ratios=ratios)  # fmt: skip
+    data.update(changes)
+    return data
+
+
+def save(path: Path, *entries: dict[str, Any], **extra: Any) -> Path:
+    report.write(path, {**report.build(list(entries), {}, {}), **extra})
+    return path
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, as CI runs it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_specdecode", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+# --- item 3: the CLI never writes over its own input ----------------------------------------
+
+
+def _spellings(tmp_path: Path, name: str) -> dict[str, str]:
+    """Ways to name ``tmp_path / name`` again: the same path, ./, sub/.., a symlink to it."""
+    (tmp_path / "sub").mkdir(exist_ok=True)
+    link = tmp_path / f"link-{name}"
+    if not link.exists():
+        link.symlink_to(name)
+    return {"same": name, "dot": f"./{name}", "parent": f"sub/../{name}", "symlink": link.name}
+
+
+COMMANDS = {
+    "compare --json OLD": (["compare", "b.json", "n.json", "--json", "{out}"], "b.json", "--json"),
+    "compare --json NEW": (["compare", "b.json", "n.json", "--json", "{out}"], "n.json", "--json"),
+    "export --output": (["export", "b.json", "--format", "bmf", "--output", "{out}"], "b.json",
+                        "--output"),
+    "html OUTPUT": (["html", "b.json", "{out}"], "b.json", "OUTPUT"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("spelling", ["same", "dot", "parent", "symlink"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
+    tmp_path: Path, command: str, spelling: str
+) -> None:
+    save(tmp_path / "b.json", entry())
+    save(tmp_path / "n.json", entry(speedup=1.5))
+    args, victim, option = COMMANDS[command]
+    out = _spellings(tmp_path, victim)[spelling]
+    before = {name: (tmp_path / name).read_bytes() for name in ("b.json", "n.json")}
+    done = cli(*[a.format(out=out) for a in args], cwd=tmp_path)
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert f"error: {option} '{out}' is the " in done.stderr
+    assert f"'{victim}'" in done.stderr and f"Give {option} another path" in done.stderr
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert (tmp_path / out).resolve() == (tmp_path / victim).resolve()  # still the input
+    assert not (tmp_path / victim).is_symlink()
+
+
+def test_an_output_beside_the_input_is_still_written(tmp_path: Path) -> None:
+    save(tmp_path / "b.json", entry())
+    done = cli("export", "b.json", "--format", "bmf", "--output", "sub/b.json", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert json.loads((tmp_path / "sub" / "b.json").read_text())
+
+
+# --- item 13: exit statuses and impossible tolerances ----------------------------------------
+
+
+def test_regression_bad_input_and_crash_have_their_own_status(tmp_path: Path) -> None:
+    save(tmp_path / "b.json", entry())
+    save(tmp_path / "n.json", entry(speedup=1.5))
+    assert cli("compare", "b.json", "b.json", cwd=tmp_path).returncode == EXIT_OK
+    assert cli("compare", "b.json", "n.json", cwd=tmp_path).returncode == EXIT_REGRESSED
+    assert cli("compare", "b.json", "none.json", cwd=tmp_path).returncode == EXIT_BAD_INPUT
+    assert cli("compare", "b.json", cwd=tmp_path).returncode == EXIT_BAD_INPUT  # argparse
+    assert (EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_CRASH) == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("command", ["compare", "html", "export"])
+def test_a_crash_exits_3_naming_it_with_the_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    from pytest_specdecode.reporting import export, html, table
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(table, "render_comparison", broken)
+    monkeypatch.setattr(html, "render_html", broken)
+    monkeypatch.setitem(export.FORMATS, "bmf", broken)
+    save(tmp_path / "b.json", entry())
+    args = {
+        "compare": ["compare", str(tmp_path / "b.json"), str(tmp_path / "b.json")],
+        "html": ["html", str(tmp_path / "b.json"), str(tmp_path / "b.html")],
+        "export": ["export", str(tmp_path / "b.json"), "--format", "bmf"],
+    }[command]
+    assert cli_main(args) == EXIT_CRASH
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "RuntimeError: boom" in err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"internal error: {command} crashed (RuntimeError: boom); this is a bug in "
+            "pytest-specdecode, not a regression (exit status 3)"
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("fail", "message"),
+    [
+        ("speedup:100%", "--fail: 'speedup:100%': a relative tolerance must be below 100%"),
+        ("speedup:150%", "--fail: 'speedup:150%': a relative tolerance must be below 100%"),
+        ("acceptance_rate:100%", "'acceptance_rate:100%': a relative tolerance must be below"),
+        ("speedup:2", "--fail (against b.json): speedup:2: an absolute speedup tolerance must "
+                      "be below every stored speedup, and these are not above 2: t.py::test_a "
+                      "(2x)"),
+    ],
+)  # fmt: skip
+def test_an_impossible_tolerance_is_bad_input_before_comparing(
+    tmp_path: Path, fail: str, message: str
+) -> None:
+    save(tmp_path / "b.json", entry())
+    done = cli("compare", "b.json", "b.json", "--fail", fail, cwd=tmp_path)
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr and "speculative" not in done.stdout  # no table yet
+
+
+def test_an_absolute_tolerance_below_every_stored_speedup_is_taken(tmp_path: Path) -> None:
+    save(tmp_path / "b.json", entry())
+    done = cli("compare", "b.json", "b.json", "--fail", "speedup:1.9", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert "tolerances speedup:1.9" in done.stdout
+
+
+def test_a_tiny_stored_speedup_compares_without_a_crash(tmp_path: Path) -> None:
+    save(tmp_path / "tiny.json", entry(speedup=5e-324, ratios=[5e-324] * 30))
+    save(tmp_path / "n.json", entry())
+    done = cli("compare", "tiny.json", "n.json", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr  # a rise from ~0: improved, not a crash
+    assert "improved" in done.stdout and "+inf%" in done.stdout
+    assert cli("compare", "n.json", "tiny.json", cwd=tmp_path).returncode == EXIT_REGRESSED
+
+
+# --- item 13: html on schema-valid files that crashed it -------------------------------------
+
+
+def _page(tmp_path: Path, data_file: Path) -> str:
+    done = cli("html", data_file.name, "page.html", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "chart not drawn" not in page
+    return page
+
+
+def test_html_draws_a_speedup_outside_its_interval(tmp_path: Path) -> None:
+    outside = entry(speedup=5.0, speedup_ci=[1.8, 2.2])
+    page = _page(tmp_path, save(tmp_path / "b.json", outside))
+    assert page.count("<svg") == 2 and "5.00x [1.80-2.20]" in page
+
+
+def test_html_draws_labels_with_a_lone_surrogate_and_dollar_signs(tmp_path: Path) -> None:
+    labels = ["s\udcff", "$x$ and $$", "costs $5 $"]
+    entries = [entry(f"t.py::test_{i}", label=text) for i, text in enumerate(labels)]
+    page = _page(tmp_path, save(tmp_path / "b.json", *entries))
+    assert page.count("<svg") == 2
+    speedup_chart = page.split("id='speedup'>", 1)[1].split("</div>", 1)[0]
+    for i, text in enumerate(["s\\udcff", "$x$ and $$", "costs $5 $"]):
+        # drawn as written: matplotlib puts each text in a comment before its glyphs
+        assert f"<!-- structured: test_{i} [{html.escape(text, quote=False)}] -->" in (
+            speedup_chart
+        ), text
+    assert "s\\udcff" in page.split("id='results'", 1)[1]
+
+
+def test_html_renders_a_schedule_with_a_gap(tmp_path: Path) -> None:
+    from .schedule_reports import FELL_SHORT, check_dict, sweep_dict
+
+    sweep = sweep_dict()
+    sweep["schedule"]["entries"] = [[1, 1, 4], [9, 32, 0]]  # c=8 falls in no range
+    check = check_dict(FELL_SHORT)
+    check["schedule"]["entries"] = [[1, 1, 4], [9, 32, 0]]
+    data = save(tmp_path / "b.json", sweeps=[sweep], schedule_checks=[check])
+    assert report.load(data, "report")  # schema-valid
+    page = _page(tmp_path, data)
+    assert "<td>in a gap</td><td>c=8</td>" in page
+    assert page.count("<svg") == 3
+
+
+def test_a_chart_that_cannot_be_drawn_leaves_the_rest_of_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_specdecode.reporting import html as page_module
+
+    def broken(*args: Any) -> str:
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(page_module, "speedup_chart", broken)
+    save(tmp_path / "b.json", entry())
+    assert cli_main(["html", str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == EXIT_OK
+    page = (tmp_path / "b.html").read_text()
+    assert "<div class='chart' id='speedup'><p class='chart-error'>chart not drawn: " in page
+    assert "RuntimeError: no fonts" in page
+    assert page.count("<svg") == 1 and "<h2>Verdicts</h2>" in page  # acceptance still drawn
