@@ -25,6 +25,7 @@ in every error message.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -54,6 +55,7 @@ from .protocol import (
     Timeline,
     check_arrivals,
     request_spec_fields,
+    restarted,
 )
 
 if TYPE_CHECKING:
@@ -80,33 +82,56 @@ class ServerMetrics:
     speculating: bool
 
 
+#: The server process's start (``prometheus_client``'s process collector, on the page of a
+#: vLLM server with one API server process; absent with several, ``PROMETHEUS_MULTIPROC_DIR``).
+PROCESS_START = "process_start_time_seconds"
+
+
+def _count(sample: Any) -> int:
+    """A counter sample's value as a count: a ``ValueError`` naming the sample for a value no
+    counter can have (negative, +Inf, NaN)."""
+    value = float(sample.value)
+    if not (math.isfinite(value) and value >= 0):
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+        raise ValueError(
+            f"{sample.name}{{{labels}}} is {value:g}: a Prometheus counter is a finite count of "
+            "0 or more (is this a vLLM server's /metrics?)"
+        )
+    return int(value)
+
+
 def parse_metrics(text: str) -> ServerMetrics:
-    """The speculative-decoding counters (summed over labels) and the finished-request count
-    from a ``/metrics`` page."""
+    """The speculative-decoding counters (summed over labels, with the process start time
+    where the page has it) and the finished-request count from a ``/metrics`` page. A counter
+    we read whose value is negative, infinite or NaN is a ``ValueError``."""
     from prometheus_client.parser import text_string_to_metric_families
 
     totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
     per_pos: dict[int, int] = {}
     requests = 0
     speculating = False
+    started: float | None = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            if sample.name == PROCESS_START and math.isfinite(sample.value):
+                started = float(sample.value)
             if not sample.name.endswith("_total"):
                 continue  # skip _created samples
             name = sample.name.removesuffix("_total")
             if name == SPEC_PER_POSITION:  # before SPEC_COUNTERS: one of them is its prefix
                 position = int(sample.labels.get("position", 0))
-                per_pos[position] = per_pos.get(position, 0) + int(sample.value)
+                per_pos[position] = per_pos.get(position, 0) + _count(sample)
             elif name in SPEC_COUNTERS:
-                totals[SPEC_COUNTERS[name]] += int(sample.value)
+                totals[SPEC_COUNTERS[name]] += _count(sample)
                 speculating = True
             elif name == REQUESTS_FINISHED:
-                requests += int(sample.value)
+                requests += _count(sample)
     counters = Counters(
         totals["num_drafts"],
         totals["num_draft_tokens"],
         totals["num_accepted_tokens"],
         tuple(per_pos[i] for i in sorted(per_pos)),
+        process_start=started,
     )
     return ServerMetrics(counters, requests, speculating)
 
@@ -437,8 +462,15 @@ class ServedEngine(PlainCalls):
     def _others(self, before: ServerMetrics, sent: int) -> int:
         """Once the server counts a round's ``sent`` requests as finished: how many others
         it finished meanwhile. A baseline server that drafted meanwhile is a
-        :class:`ConfigError`."""
-        after = self._settled(before.requests + sent)
+        :class:`ConfigError`; a server that restarted meanwhile (a counter went down, another
+        process start time) a :class:`~pytest_specdecode.errors.CounterResetError`."""
+        after = self._settled(before, sent)
+        where = self._redact(f"{self.option} {self.url}")
+        if after.requests < before.requests:
+            raise restarted(
+                where, f"vllm:request_success went down from {before.requests} to {after.requests}"
+            )
+        after.counters.since(before.counters, where)
         if self.role == "baseline" and after.counters.num_drafts > before.counters.num_drafts:
             raise ConfigError(
                 self._redact(
@@ -450,12 +482,21 @@ class ServedEngine(PlainCalls):
             )
         return max(0, after.requests - before.requests - sent)
 
-    def _settled(self, expected: int) -> ServerMetrics:
-        """The metrics once the server counts ``expected`` finished requests: it counts a
-        request a moment after its last chunk (waits at most ``_SETTLE_S``)."""
+    def _settled(self, before: ServerMetrics, sent: int) -> ServerMetrics:
+        """The metrics once the server counts the ``sent`` requests of a round as finished
+        after ``before``: it counts a request a moment after its last chunk (waits at most
+        ``_SETTLE_S``; not at all once it shows a restart)."""
         metrics = self._metrics()
         deadline = time.monotonic() + _SETTLE_S
-        while metrics.requests < expected and time.monotonic() < deadline:
+
+        def waiting() -> bool:
+            same = (
+                metrics.requests >= before.requests
+                and metrics.counters.process_start == before.counters.process_start
+            )
+            return same and metrics.requests < before.requests + sent
+
+        while waiting() and time.monotonic() < deadline:
             time.sleep(0.05)
             metrics = self._metrics()
         return metrics

@@ -59,6 +59,17 @@ def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
     return engine_memory_gib(engine.pid, source.device.kind)
 
 
+def counting(engine: EngineBackend) -> str:
+    """The speculative engine, as a counter-reset message names it: its server's URL when
+    served, else its target."""
+    url = engine.info.get("served_url")
+    return (
+        f"the speculative server {url}"
+        if url
+        else (f"the speculative engine of {engine.config.target}")
+    )
+
+
 class _Recorder:
     """Rounds and per-round counter deltas of one paired measurement."""
 
@@ -79,7 +90,7 @@ class _Recorder:
     def speculative(self, round_: Round) -> None:
         self.spec_rounds.append(round_)
         current = self.spec.counters()
-        self.per_round.append(current.since(self.last))
+        self.per_round.append(current.since(self.last, counting(self.spec)))
         self.last = current
         self._tick()
 
@@ -193,7 +204,7 @@ def _paired(
     return PairedRounds(
         baseline=tuple(rec.base),
         speculative=tuple(rec.spec_rounds),
-        counters=rec.last.since(rec.first),
+        counters=rec.last.since(rec.first, counting(spec)),
         round_counters=tuple(rec.per_round),
         mode=mode,
         memory=spec.placement.memory,
