@@ -69,6 +69,12 @@ _DETAIL_BYTES = 500  # of an error answer, shown in the message
 _KEEPALIVE_S = 4.0
 #: seconds to wait after a round for the server to count its requests as finished
 _SETTLE_S = 5.0
+#: the most bytes read of one answer (``/metrics``, ``/v1/models``, ...; a completion may
+#: add :data:`_BYTES_PER_TOKEN` per token it asks for): an answer that never ends is cut off
+_MAX_ANSWER_BYTES = 64 * 2**20
+#: room per token asked for in a completion's answer (streamed chunks repeat the request's
+#: id and model in each)
+_BYTES_PER_TOKEN = 1024
 
 
 @dataclass(frozen=True)
@@ -287,14 +293,26 @@ class ServedEngine(PlainCalls):
     def _open(self, path: str, body: Mapping[str, Any] | None = None) -> Iterator[Iterator[bytes]]:
         """A request to ``path`` (a POST of ``body`` as JSON, else a GET): yields its answer's
         body as it arrives, cut off with an :class:`EngineError` once ``timeout`` has passed
-        since the request began. An HTTP error status is an :class:`EngineError`."""
+        since the request began or once it is larger than :meth:`_cap` allows. An HTTP error
+        status is an :class:`EngineError`."""
         deadline = time.perf_counter() + self.timeout
         method = "GET" if body is None else "POST"
+        cap = self._cap(body)
 
         def arriving(response: httpx.Response) -> Iterator[bytes]:
+            read = 0
             for chunk in response.iter_bytes():
                 if time.perf_counter() > deadline:  # a server that trickles: bound the whole call
                     raise self._timed_out(path)
+                read += len(chunk)
+                if read > cap:  # a server that never ends: bound the memory
+                    raise EngineError(
+                        self._redact(
+                            f"{self.url}{path}: the answer is larger than {cap / 2**20:g} MiB, "
+                            "the most read of it; cut off (a vLLM server's answer is far "
+                            f"smaller: is {self.option} {self.url} a vLLM server?)"
+                        )
+                    )
                 yield chunk
 
         with (
@@ -317,6 +335,17 @@ class ServedEngine(PlainCalls):
                     self._redact(f"{self.url}{path}: HTTP {r.status_code}{hint}: {text}")
                 )
             yield arriving(r)
+
+    @staticmethod
+    def _cap(body: Mapping[str, Any] | None) -> int:
+        """The most bytes read of the answer to ``body`` (None: a GET)."""
+        if body is None:
+            return _MAX_ANSWER_BYTES
+        try:
+            tokens = int(body.get("n") or 1) * int(body.get("max_tokens") or 0)
+        except (TypeError, ValueError):
+            tokens = 0
+        return _MAX_ANSWER_BYTES + _BYTES_PER_TOKEN * max(0, tokens)
 
     def _call(self, path: str, body: Mapping[str, Any] | None = None) -> bytes:
         """The whole answer to a GET (or a POST of ``body``)."""
