@@ -392,6 +392,16 @@ class ServedEngine(PlainCalls):
                         continue
                     answer = json.loads(line[5:])
                     choices = self._choices(answer, path)
+                    if any(not isinstance(c.get("token_ids"), list) for c in choices):
+                        raise EngineError(
+                            self._redact(
+                                f"{self.url}{path}: a streamed chunk has no token_ids: the "
+                                "server ignored return_token_ids (a vLLM without it, or a "
+                                "proxy that drops fields). Token ids are what tokens are "
+                                f"counted and outputs compared by: point {self.option} at a "
+                                "vLLM server that returns them."
+                            )
+                        )
                     ids = [int(t) for c in choices for t in c.get("token_ids") or []]
                     text = "".join(c.get("text") or "" for c in choices)
                     yield time.perf_counter(), ids, text, answer

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..engines.protocol import Counters, EngineBackend, EngineSource, Round
+from ..errors import EngineError
 from .sequential import MIN_ROUNDS
 
 #: Fewest paired rounds before a stopping rule may stop.
@@ -38,7 +39,7 @@ class PairedRounds:
 
     @property
     def ratios(self) -> list[float]:
-        """Baseline time / speculative time, per paired round."""
+        """Speculative over baseline output tokens per second, per paired round."""
         return ratios(self.baseline, self.speculative)
 
     @property
@@ -47,8 +48,21 @@ class PairedRounds:
 
 
 def ratios(baseline: Sequence[Round], speculative: Sequence[Round]) -> list[float]:
-    """Baseline time / speculative time of each paired round."""
-    return [b.elapsed / s.elapsed for b, s in zip(baseline, speculative, strict=True)]
+    """Each paired round's speculative output tokens per second over the baseline's: the
+    baseline's time over the speculative one's when both generated as many tokens (as with
+    ``ignore_eos``), and a side that generated fewer tokens gains nothing from it. A round in
+    which a side generated no token is an :class:`~pytest_specdecode.errors.EngineError`."""
+    found = []
+    for i, (b, s) in enumerate(zip(baseline, speculative, strict=True)):
+        for side, round_ in (("baseline", b), ("speculative", s)):
+            if round_.tokens <= 0 or round_.elapsed <= 0:
+                raise EngineError(
+                    f"round {i + 1}: the {side} engine generated {round_.tokens} tokens in "
+                    f"{round_.elapsed:.3g} s: no tokens per second to compare (an engine or "
+                    "server that returns no token ids, or a max_tokens of 0)"
+                )
+        found.append((s.tokens / s.elapsed) / (b.tokens / b.elapsed))
+    return found
 
 
 def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
