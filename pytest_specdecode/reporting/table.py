@@ -476,7 +476,8 @@ def time_line(session: Mapping[str, Any]) -> str:
 
 #: What the summary's figures mean, printed under its tables.
 LEGEND = (
-    "speedup = baseline time / speculative time per paired round (geometric mean); "
+    "speedup = speculative / baseline output tokens per second per paired round (geometric "
+    "mean; baseline time / speculative time when both generate the same tokens); "
     "accept rate = accepted / draft tokens"
 )
 #: What the load table's figures mean, printed under it.
