@@ -19,6 +19,7 @@ from .engines.protocol import (
 )
 from .errors import (
     ConfigError,
+    CounterResetError,
     EngineCrashedError,
     EngineError,
     EngineStartError,
@@ -53,6 +54,7 @@ __all__ = [
     "Bench",
     "Candidate",
     "ConfigError",
+    "CounterResetError",
     "Counters",
     "DistributionCheck",
     "EngineBackend",

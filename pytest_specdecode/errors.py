@@ -23,6 +23,12 @@ class EngineCrashedError(EngineError):
     """The engine worker process died."""
 
 
+class CounterResetError(EngineError):
+    """An engine's cumulative speculative-decoding counters went down, or the process that
+    counts them changed, between two readings of one measurement (a restarted server or
+    engine): a before/after delta would mix two processes' traffic, so none is made."""
+
+
 class EngineTimeoutError(EngineError):
     """The engine worker did not answer within the timeout and was killed."""
 

@@ -132,6 +132,7 @@ def test_suite_measures_two_running_servers(
     assert report["environment"]["vllm"]
     assert report["session"]["engine_starts"] == 0
     assert "other_traffic" not in entry["notes"]
+    assert not any("differ" in reason for reason in entry["verdict_reasons"])  # same work
     assert report["environment"]["served"] == {
         "baseline": {"url": servers[0], "model": servers[2]},
         "speculative": {"url": servers[1], "model": servers[2]},
@@ -153,6 +154,7 @@ def test_the_served_backend_on_real_servers(servers: tuple[str, str, str]) -> No
         done = spec.generate_round(["the hot word is"] * 3, greedy, concurrency=2)
         assert [len(q.token_ids) for q in done.requests] == [8, 8, 8]
         assert done.other_requests == 0 and spec.counters().num_drafts > 0
+        assert spec.counters().process_start is not None  # a restart would show
     finally:
         pool.close()
 

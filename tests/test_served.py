@@ -80,8 +80,20 @@ class FakeServer:
         trickle: float = 0.0,
         strangers: int = 0,
         spec_decoding: dict[str, Any] | None = None,
+        old: int = 0,
+        started: float | None = None,
+        restart_at: int | None = None,
+        page: Any = None,
+        endless: bool = False,
+        token_ids: bool = True,
+        short: int = 1,
     ) -> None:
         self.requests = 0
+        self.old, self.started, self.restart_at = old, started, restart_at
+        self.page, self.endless = page, endless
+        self.token_ids, self.short = token_ids, short
+        self.restarts = 0
+        self.keep = False  # a restart at restart_at keeps the counts (see restart())
         self.spec_decoding = spec_decoding
         self.model, self.root = model, root
         self.speculating = speculating
@@ -140,12 +152,17 @@ class FakeServer:
                     self._send(200, b'{"version": "0.32.0"}')
                 elif self.path == "/health":
                     self._send(200, b"")
+                elif self.path == "/metrics" and server.endless:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    line = b"# " + b"x" * (10 if server.trickle else 65000) + b"\n"
+                    while not server.closing.is_set():
+                        server.closing.wait(server.trickle)
+                        self._chunk(line)
                 elif self.path == "/metrics":
-                    n = server.requests
-                    counts = {"drafts": n * 4, "draft_tokens": n * 8, "accepted": n * 6,
-                              "pos0": n * 4, "pos1": n * 2, "requests": n}  # fmt: skip
-                    text = metrics_text(server.speculating, **counts)
-                    self._send(200, text.encode(), "text/plain")
+                    self._send(200, server.metrics().encode(), "text/plain")
                 else:
                     self._send(404, b"{}")
 
@@ -164,17 +181,22 @@ class FakeServer:
                     ]
                     self._send(200, json.dumps({"choices": choices}).encode())
                 server.requests += 1 + server.strangers
+                if server.restart_at is not None and server.requests >= server.restart_at:
+                    server.restart_at = None
+                    server.restart(server.keep)
 
             def _stream(self, body: dict[str, Any]) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for i in range(0, body["max_tokens"], 2):
+                for i in range(0, body["max_tokens"] // server.short, 2):
                     server.closing.wait(server.trickle)
-                    choice = {"text": "ab", "token_ids": [i, i + 1]}
-                    event = {"error": {"message": "boom"}} if body["prompt"] == "fail" else {}
-                    chunk = event or {"choices": [choice]}
+                    choice: dict[str, Any] = {"text": "ab"}
+                    if server.token_ids:
+                        choice["token_ids"] = [i, i + 1]
+                    event: dict[str, Any] = {"error": {"message": "boom"}}
+                    chunk = event if body["prompt"] == "fail" else {"choices": [choice]}
                     self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
                 if (body.get("stream_options") or {}).get("include_usage"):
                     usage: dict[str, Any] = {"choices": [], "usage": {"completion_tokens": 1}}
@@ -187,6 +209,29 @@ class FakeServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def metrics(self) -> str:
+        """The /metrics page: every request of ours drafts 4 times, 8 draft tokens, 6
+        accepted."""
+        if self.page is not None:
+            return str(self.page(self))
+        n = self.requests + self.old
+        counts = {"drafts": n * 4, "draft_tokens": n * 8, "accepted": n * 6,
+                  "pos0": n * 4, "pos1": n * 2, "requests": n}  # fmt: skip
+        text = metrics_text(self.speculating, **counts)
+        if self.started is not None:
+            text += "# TYPE process_start_time_seconds gauge\n"
+            text += f"process_start_time_seconds {self.started}\n"
+        return text
+
+    def restart(self, keep: bool = False) -> None:
+        """The server process restarts: its counters start from 0 again (``keep``: as if it
+        had since served as much as before), with a new process start time."""
+        self.restarts += 1
+        if not keep:
+            self.requests = self.old = 0
+        if self.started is not None:
+            self.started += 1000.0
 
     def keys_seen(self) -> list[str | None]:
         return [key for _, key in self.seen]

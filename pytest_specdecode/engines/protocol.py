@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import CounterResetError
 from .config import EngineConfig
 from .hardware import Device
 
@@ -322,14 +323,33 @@ class LoadRound:
         )
 
 
+#: The scalar fields of :class:`Counters`.
+COUNTER_NAMES = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+
+
 @dataclass(frozen=True)
 class Counters:
-    """vLLM's speculative-decoding counters: cumulative readings, or a before/after delta."""
+    """vLLM's speculative-decoding counters: cumulative readings, or a before/after delta.
+
+    No count is ever negative (a ``ValueError``): a delta comes from :meth:`since`, which
+    refuses readings that went down."""
 
     num_drafts: int = 0
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     accepted_per_position: tuple[int, ...] = field(default_factory=tuple)
+    #: when the process that counts them started (a server's ``process_start_time_seconds``),
+    #: to tell a restart between two readings; None when unknown, and for a delta
+    process_start: float | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        counts = {name: getattr(self, name) for name in COUNTER_NAMES}
+        for i, value in enumerate(self.accepted_per_position):
+            counts[f"accepted_per_position[{i}]"] = value
+        negative = {name: value for name, value in counts.items() if value < 0}
+        if negative:
+            found = ", ".join(f"{name}={value}" for name, value in negative.items())
+            raise ValueError(f"speculative-decoding counts cannot be negative: {found}")
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Counters:
@@ -340,9 +360,15 @@ class Counters:
             tuple(int(v) for v in data.get("accepted_per_position") or ()),
         )
 
-    def since(self, before: Counters) -> Counters:
+    def since(self, before: Counters, where: str = "the speculative engine") -> Counters:
         """The delta from an earlier reading ``before`` (counters are process-global and
-        cumulative: always diff)."""
+        cumulative: always diff). A counter that went down, fewer draft positions, or another
+        process start time is a :class:`~pytest_specdecode.errors.CounterResetError` naming
+        ``where``: the engine restarted between the readings, and no delta of two processes'
+        counters is made."""
+        why = self._reset_since(before)
+        if why is not None:
+            raise restarted(where, why)
         b_pos = list(before.accepted_per_position)
         b_pos += [0] * (len(self.accepted_per_position) - len(b_pos))
         return Counters(
@@ -351,6 +377,36 @@ class Counters:
             self.num_accepted_tokens - before.num_accepted_tokens,
             tuple(a - b for a, b in zip(self.accepted_per_position, b_pos, strict=False)),
         )
+
+    def _reset_since(self, before: Counters) -> str | None:
+        """Why ``self`` cannot follow ``before`` in one process, or None."""
+        if (
+            self.process_start is not None
+            and before.process_start is not None
+            and self.process_start != before.process_start
+        ):
+            return (
+                f"process_start_time_seconds changed from {before.process_start:.0f} to "
+                f"{self.process_start:.0f}"
+            )
+        for name in COUNTER_NAMES:
+            old, new = getattr(before, name), getattr(self, name)
+            if new < old:
+                return f"vllm:spec_decode_{name} went down from {old} to {new}"
+        if len(self.accepted_per_position) < len(before.accepted_per_position):
+            return (
+                f"its accepted-per-position counter has {len(self.accepted_per_position)} "
+                f"positions, {len(before.accepted_per_position)} before"
+            )
+        for i, (old, new) in enumerate(
+            zip(before.accepted_per_position, self.accepted_per_position, strict=False)
+        ):
+            if new < old:
+                return (
+                    f"vllm:spec_decode_num_accepted_tokens_per_pos (position {i}) went down "
+                    f"from {old} to {new}"
+                )
+        return None
 
     def __add__(self, other: Counters) -> Counters:
         n = max(len(self.accepted_per_position), len(other.accepted_per_position))
@@ -397,6 +453,16 @@ class Placement:
     engine_kwargs: dict[str, Any]
     memory: str
     env: dict[str, str]
+
+
+def restarted(where: str, why: str) -> CounterResetError:
+    """The error for an engine (``where``) whose counters restarted during a measurement."""
+    return CounterResetError(
+        f"{where} restarted during the measurement: {why}. Its counters restarted, so a "
+        "before/after difference would mix the old process's traffic with the new one's; "
+        "this measurement is dropped (no figure from it). Run the test again once the engine "
+        "stays up."
+    )
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ in every error message.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -54,6 +55,7 @@ from .protocol import (
     Timeline,
     check_arrivals,
     request_spec_fields,
+    restarted,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +69,12 @@ _DETAIL_BYTES = 500  # of an error answer, shown in the message
 _KEEPALIVE_S = 4.0
 #: seconds to wait after a round for the server to count its requests as finished
 _SETTLE_S = 5.0
+#: the most bytes read of one answer (``/metrics``, ``/v1/models``, ...; a completion may
+#: add :data:`_BYTES_PER_TOKEN` per token it asks for): an answer that never ends is cut off
+_MAX_ANSWER_BYTES = 64 * 2**20
+#: room per token asked for in a completion's answer (streamed chunks repeat the request's
+#: id and model in each)
+_BYTES_PER_TOKEN = 1024
 
 
 @dataclass(frozen=True)
@@ -80,33 +88,56 @@ class ServerMetrics:
     speculating: bool
 
 
+#: The server process's start (``prometheus_client``'s process collector, on the page of a
+#: vLLM server with one API server process; absent with several, ``PROMETHEUS_MULTIPROC_DIR``).
+PROCESS_START = "process_start_time_seconds"
+
+
+def _count(sample: Any) -> int:
+    """A counter sample's value as a count: a ``ValueError`` naming the sample for a value no
+    counter can have (negative, +Inf, NaN)."""
+    value = float(sample.value)
+    if not (math.isfinite(value) and value >= 0):
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+        raise ValueError(
+            f"{sample.name}{{{labels}}} is {value:g}: a Prometheus counter is a finite count of "
+            "0 or more (is this a vLLM server's /metrics?)"
+        )
+    return int(value)
+
+
 def parse_metrics(text: str) -> ServerMetrics:
-    """The speculative-decoding counters (summed over labels) and the finished-request count
-    from a ``/metrics`` page."""
+    """The speculative-decoding counters (summed over labels, with the process start time
+    where the page has it) and the finished-request count from a ``/metrics`` page. A counter
+    we read whose value is negative, infinite or NaN is a ``ValueError``."""
     from prometheus_client.parser import text_string_to_metric_families
 
     totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
     per_pos: dict[int, int] = {}
     requests = 0
     speculating = False
+    started: float | None = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            if sample.name == PROCESS_START and math.isfinite(sample.value):
+                started = float(sample.value)
             if not sample.name.endswith("_total"):
                 continue  # skip _created samples
             name = sample.name.removesuffix("_total")
             if name == SPEC_PER_POSITION:  # before SPEC_COUNTERS: one of them is its prefix
                 position = int(sample.labels.get("position", 0))
-                per_pos[position] = per_pos.get(position, 0) + int(sample.value)
+                per_pos[position] = per_pos.get(position, 0) + _count(sample)
             elif name in SPEC_COUNTERS:
-                totals[SPEC_COUNTERS[name]] += int(sample.value)
+                totals[SPEC_COUNTERS[name]] += _count(sample)
                 speculating = True
             elif name == REQUESTS_FINISHED:
-                requests += int(sample.value)
+                requests += _count(sample)
     counters = Counters(
         totals["num_drafts"],
         totals["num_draft_tokens"],
         totals["num_accepted_tokens"],
         tuple(per_pos[i] for i in sorted(per_pos)),
+        process_start=started,
     )
     return ServerMetrics(counters, requests, speculating)
 
@@ -262,14 +293,26 @@ class ServedEngine(PlainCalls):
     def _open(self, path: str, body: Mapping[str, Any] | None = None) -> Iterator[Iterator[bytes]]:
         """A request to ``path`` (a POST of ``body`` as JSON, else a GET): yields its answer's
         body as it arrives, cut off with an :class:`EngineError` once ``timeout`` has passed
-        since the request began. An HTTP error status is an :class:`EngineError`."""
+        since the request began or once it is larger than :meth:`_cap` allows. An HTTP error
+        status is an :class:`EngineError`."""
         deadline = time.perf_counter() + self.timeout
         method = "GET" if body is None else "POST"
+        cap = self._cap(body)
 
         def arriving(response: httpx.Response) -> Iterator[bytes]:
+            read = 0
             for chunk in response.iter_bytes():
                 if time.perf_counter() > deadline:  # a server that trickles: bound the whole call
                     raise self._timed_out(path)
+                read += len(chunk)
+                if read > cap:  # a server that never ends: bound the memory
+                    raise EngineError(
+                        self._redact(
+                            f"{self.url}{path}: the answer is larger than {cap / 2**20:g} MiB, "
+                            "the most read of it; cut off (a vLLM server's answer is far "
+                            f"smaller: is {self.option} {self.url} a vLLM server?)"
+                        )
+                    )
                 yield chunk
 
         with (
@@ -292,6 +335,17 @@ class ServedEngine(PlainCalls):
                     self._redact(f"{self.url}{path}: HTTP {r.status_code}{hint}: {text}")
                 )
             yield arriving(r)
+
+    @staticmethod
+    def _cap(body: Mapping[str, Any] | None) -> int:
+        """The most bytes read of the answer to ``body`` (None: a GET)."""
+        if body is None:
+            return _MAX_ANSWER_BYTES
+        try:
+            tokens = int(body.get("n") or 1) * int(body.get("max_tokens") or 0)
+        except (TypeError, ValueError):
+            tokens = 0
+        return _MAX_ANSWER_BYTES + _BYTES_PER_TOKEN * max(0, tokens)
 
     def _call(self, path: str, body: Mapping[str, Any] | None = None) -> bytes:
         """The whole answer to a GET (or a POST of ``body``)."""
@@ -338,6 +392,16 @@ class ServedEngine(PlainCalls):
                         continue
                     answer = json.loads(line[5:])
                     choices = self._choices(answer, path)
+                    if any(not isinstance(c.get("token_ids"), list) for c in choices):
+                        raise EngineError(
+                            self._redact(
+                                f"{self.url}{path}: a streamed chunk has no token_ids: the "
+                                "server ignored return_token_ids (a vLLM without it, or a "
+                                "proxy that drops fields). Token ids are what tokens are "
+                                f"counted and outputs compared by: point {self.option} at a "
+                                "vLLM server that returns them."
+                            )
+                        )
                     ids = [int(t) for c in choices for t in c.get("token_ids") or []]
                     text = "".join(c.get("text") or "" for c in choices)
                     yield time.perf_counter(), ids, text, answer
@@ -437,8 +501,15 @@ class ServedEngine(PlainCalls):
     def _others(self, before: ServerMetrics, sent: int) -> int:
         """Once the server counts a round's ``sent`` requests as finished: how many others
         it finished meanwhile. A baseline server that drafted meanwhile is a
-        :class:`ConfigError`."""
-        after = self._settled(before.requests + sent)
+        :class:`ConfigError`; a server that restarted meanwhile (a counter went down, another
+        process start time) a :class:`~pytest_specdecode.errors.CounterResetError`."""
+        after = self._settled(before, sent)
+        where = self._redact(f"{self.option} {self.url}")
+        if after.requests < before.requests:
+            raise restarted(
+                where, f"vllm:request_success went down from {before.requests} to {after.requests}"
+            )
+        after.counters.since(before.counters, where)
         if self.role == "baseline" and after.counters.num_drafts > before.counters.num_drafts:
             raise ConfigError(
                 self._redact(
@@ -450,12 +521,21 @@ class ServedEngine(PlainCalls):
             )
         return max(0, after.requests - before.requests - sent)
 
-    def _settled(self, expected: int) -> ServerMetrics:
-        """The metrics once the server counts ``expected`` finished requests: it counts a
-        request a moment after its last chunk (waits at most ``_SETTLE_S``)."""
+    def _settled(self, before: ServerMetrics, sent: int) -> ServerMetrics:
+        """The metrics once the server counts the ``sent`` requests of a round as finished
+        after ``before``: it counts a request a moment after its last chunk (waits at most
+        ``_SETTLE_S``; not at all once it shows a restart)."""
         metrics = self._metrics()
         deadline = time.monotonic() + _SETTLE_S
-        while metrics.requests < expected and time.monotonic() < deadline:
+
+        def waiting() -> bool:
+            same = (
+                metrics.requests >= before.requests
+                and metrics.counters.process_start == before.counters.process_start
+            )
+            return same and metrics.requests < before.requests + sent
+
+        while waiting() and time.monotonic() < deadline:
             time.sleep(0.05)
             metrics = self._metrics()
         return metrics

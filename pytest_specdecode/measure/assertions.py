@@ -34,7 +34,8 @@ def _check_min(name: str, value: object) -> float:
 
 
 def assert_speedup(result: Result, min: float) -> None:  # noqa: A002 - public name
-    """Fail unless the measured speedup (baseline time / speculative time) is at least ``min``."""
+    """Fail unless the measured speedup (speculative / baseline output tokens per second) is at
+    least ``min``."""
     threshold = _check_min("assert_speedup(min=...)", min)
     low, high = result.speedup_ci
     if result.adaptive and low < threshold <= high:

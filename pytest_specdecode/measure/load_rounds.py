@@ -14,6 +14,7 @@ from ..engines.config import EngineConfig
 from ..engines.protocol import Counters, EngineBackend, EngineSource, LoadRound
 from .inputs import cycled
 from .load import rate_text
+from .paired import counting
 
 Progress = Callable[[str], None]
 
@@ -76,7 +77,7 @@ def run_load(
             engine.load_round(batch, sampling, list(schedules[rate]))
         )
         if before is not None:
-            counters[rate] = counters[rate] + engine.counters().since(before)
+            counters[rate] = counters[rate] + engine.counters().since(before, counting(engine))
 
     if together:
         base = source.acquire(baseline, keep=[speculative], timeout=timeout)

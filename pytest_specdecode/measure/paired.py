@@ -11,6 +11,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..engines.protocol import Counters, EngineBackend, EngineSource, Round
+from ..errors import EngineError
 from .sequential import MIN_ROUNDS
 
 #: Fewest paired rounds before a stopping rule may stop.
@@ -38,7 +39,7 @@ class PairedRounds:
 
     @property
     def ratios(self) -> list[float]:
-        """Baseline time / speculative time, per paired round."""
+        """Speculative over baseline output tokens per second, per paired round."""
         return ratios(self.baseline, self.speculative)
 
     @property
@@ -47,8 +48,21 @@ class PairedRounds:
 
 
 def ratios(baseline: Sequence[Round], speculative: Sequence[Round]) -> list[float]:
-    """Baseline time / speculative time of each paired round."""
-    return [b.elapsed / s.elapsed for b, s in zip(baseline, speculative, strict=True)]
+    """Each paired round's speculative output tokens per second over the baseline's: the
+    baseline's time over the speculative one's when both generated as many tokens (as with
+    ``ignore_eos``), and a side that generated fewer tokens gains nothing from it. A round in
+    which a side generated no token is an :class:`~pytest_specdecode.errors.EngineError`."""
+    found = []
+    for i, (b, s) in enumerate(zip(baseline, speculative, strict=True)):
+        for side, round_ in (("baseline", b), ("speculative", s)):
+            if round_.tokens <= 0 or round_.elapsed <= 0:
+                raise EngineError(
+                    f"round {i + 1}: the {side} engine generated {round_.tokens} tokens in "
+                    f"{round_.elapsed:.3g} s: no tokens per second to compare (an engine or "
+                    "server that returns no token ids, or a max_tokens of 0)"
+                )
+        found.append((s.tokens / s.elapsed) / (b.tokens / b.elapsed))
+    return found
 
 
 def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
@@ -57,6 +71,17 @@ def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
     from ..engines.memory import engine_memory_gib
 
     return engine_memory_gib(engine.pid, source.device.kind)
+
+
+def counting(engine: EngineBackend) -> str:
+    """The speculative engine, as a counter-reset message names it: its server's URL when
+    served, else its target."""
+    url = engine.info.get("served_url")
+    return (
+        f"the speculative server {url}"
+        if url
+        else (f"the speculative engine of {engine.config.target}")
+    )
 
 
 class _Recorder:
@@ -79,7 +104,7 @@ class _Recorder:
     def speculative(self, round_: Round) -> None:
         self.spec_rounds.append(round_)
         current = self.spec.counters()
-        self.per_round.append(current.since(self.last))
+        self.per_round.append(current.since(self.last, counting(self.spec)))
         self.last = current
         self._tick()
 
@@ -193,7 +218,7 @@ def _paired(
     return PairedRounds(
         baseline=tuple(rec.base),
         speculative=tuple(rec.spec_rounds),
-        counters=rec.last.since(rec.first),
+        counters=rec.last.since(rec.first, counting(spec)),
         round_counters=tuple(rec.per_round),
         mode=mode,
         memory=spec.placement.memory,

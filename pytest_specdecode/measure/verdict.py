@@ -9,11 +9,41 @@ WORTH = "worth it"
 NOT_WORTH = "not worth it"
 INCONCLUSIVE = "inconclusive"
 
+#: Below this share of prompts with the baseline's greedy output (temperature 0), the two
+#: engines did different work: the result cannot be worth it.
+MIN_GREEDY_MATCH = 0.5
+#: Beyond this relative difference in output tokens (the last round, both sides), the two
+#: engines did different work: the result cannot be worth it.
+MAX_LENGTH_GAP = 0.1
+
+
+def different_work(result: Result) -> list[str]:
+    """Why the two engines' outputs are not comparable (the reasons; empty when they are):
+    at temperature 0 fewer than :data:`MIN_GREEDY_MATCH` of the prompts give the baseline's
+    output, or the two sides generated output lengths more than :data:`MAX_LENGTH_GAP`
+    apart."""
+    reasons = []
+    if result.temperature == 0 and result.match_rate < MIN_GREEDY_MATCH:
+        reasons.append(
+            f"outputs differ at temperature 0: {result.match_rate:.2f} of prompts match the "
+            f"baseline's token for token (below {MIN_GREEDY_MATCH:.2f}), so the engines did "
+            "not generate the same text and the speedup does not compare like with like"
+        )
+    base, spec = result.baseline.generated_tokens, result.speculative.generated_tokens
+    if base > 0 and abs(spec - base) > MAX_LENGTH_GAP * base:
+        reasons.append(
+            f"output lengths differ: the speculative engine generated {spec} tokens to the "
+            f"baseline's {base} ({spec / base:.0%}) in the last round (more than "
+            f"{MAX_LENGTH_GAP:.0%} apart), so the engines did not do the same work"
+        )
+    return reasons
+
 
 def judge(result: Result, *, max_extra_memory_gib: float | None = None) -> tuple[str, list[str]]:
-    """Worth it when the speedup's 95% interval lies above 1 (and memory fits), not worth it
-    when it lies below 1 (or memory does not fit), inconclusive otherwise; the reasons say why
-    in words drawn from the figures."""
+    """Worth it when the speedup's 95% interval lies above 1 (and memory fits, and the two
+    engines did the same work: :func:`different_work`), not worth it when it lies below 1
+    (or memory does not fit), inconclusive otherwise; the reasons say why in words drawn from
+    the figures."""
     low, high = result.speedup_ci
     reasons: list[str] = []
     k = result.num_speculative_tokens
@@ -52,8 +82,10 @@ def judge(result: Result, *, max_extra_memory_gib: float | None = None) -> tuple
             reasons.append(f"{extra}, above the {max_extra_memory_gib:g} GiB allowed")
         elif result.extra_memory_gib > 0.05:
             reasons.append(extra)
+    apart = different_work(result)
+    reasons.extend(apart)
     if high < 1.0 or not memory_ok:
         return NOT_WORTH, reasons
-    if low > 1.0:
+    if low > 1.0 and not apart:
         return WORTH, reasons
     return INCONCLUSIVE, reasons

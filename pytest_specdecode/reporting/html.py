@@ -176,7 +176,7 @@ def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
         )  # fmt: skip
     ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
     ax.set_yticks(range(len(ordered)), [_category_label(r) for r in ordered])
-    ax.set_xlabel("speedup (baseline time / speculative time), 95% interval")
+    ax.set_xlabel("speedup (speculative / baseline tokens per second), 95% interval")
     ax.set_title("Speedup by category")
     return _svg(fig)
 

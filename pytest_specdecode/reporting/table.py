@@ -532,7 +532,8 @@ def time_line(session: Mapping[str, Any]) -> str:
 
 #: What the summary's figures mean, printed under its tables.
 LEGEND = (
-    "speedup = baseline time / speculative time per paired round (geometric mean); "
+    "speedup = speculative / baseline output tokens per second per paired round (geometric "
+    "mean; baseline time / speculative time when both generate the same tokens); "
     "accept rate = accepted / draft tokens"
 )
 #: What the phase lines mean, printed under the tables when some result has them.
