@@ -24,7 +24,7 @@ DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens":
 @pytest.mark.specdecode("structured", target={target!r}, speculative_config=DRAFT,
                         engine_kwargs={engine!r})
 def test_it(specdecode):
-    specdecode.run(["the hot word is", "water and people"], max_tokens=32)
+    specdecode.run(["the hot word is", "water and people"], max_tokens=16)
 """
 
 
