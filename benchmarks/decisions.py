@@ -76,10 +76,12 @@ from pytest_specdecode.engines.hardware import Device
 from pytest_specdecode.engines.protocol import (
     Counters,
     EngineBackend,
+    PhaseTimes,
     Placement,
     PlainCalls,
     RequestFigures,
     Round,
+    StepProfile,
 )
 from pytest_specdecode.errors import GateError, InconclusiveError
 from pytest_specdecode.measure.assertions import assert_speedup
@@ -167,9 +169,21 @@ class SimEngine(PlainCalls):
         elapsed = BASE_SECONDS * math.exp(log_time)
         tokens = int(sampling["max_tokens"])
         request = RequestFigures(src.token_ids(tokens), "", elapsed / tokens, elapsed / tokens)
+        steps = tokens - 1
         if self.speculative:
-            self._counters = self._counters + self._round_counters(tokens * len(prompts))
-        return Round(elapsed, (request,) * len(prompts))
+            done = self._round_counters(tokens * len(prompts))
+            self._counters = self._counters + done
+            steps = max(1, done.num_drafts // len(prompts))
+        return Round(elapsed, (request,) * len(prompts), profile=self._profile(elapsed, steps))
+
+    def _profile(self, elapsed: float, steps: int) -> StepProfile:
+        """The round's steps: one prefill step (a tenth of the round), then ``steps`` decode
+        steps, 90% forward pass; the n-gram proposer's lookups take 2% of a speculative step."""
+        prefill = PhaseTimes(1, 0.1 * elapsed, forward=0.09 * elapsed)
+        decode_s = 0.9 * elapsed
+        draft = 0.02 * decode_s if self.speculative else 0.0
+        decode = PhaseTimes(steps, decode_s, forward=0.9 * decode_s - draft, draft=draft)
+        return StepProfile(prefill, decode)
 
     def _round_counters(self, tokens: int) -> Counters:
         """One round's drafts: position i accepted with probability a**i (unconditional)."""

@@ -246,8 +246,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "cost_ratio",
-        "'auto' (default): time the draft model alone once per configuration to report the "
-        "cost ratio, predicted speedup and efficiency; 'off': skip (one engine fewer)",
+        "'auto' (default): report the draft/target cost ratio, measured inside the "
+        "speculative engine (its draft proposal per drafted token over the baseline's decode "
+        "step; no extra engine), and the predicted speedup and efficiency that follow from "
+        "it; 'off': report none of them",
         _choice("auto", "off"),
         default="auto",
     ),

@@ -4,8 +4,9 @@
 its engines :class:`~pytest_specdecode.engines.protocol.EngineBackend`: the measurement code runs
 unchanged on them.
 Baseline rounds take about 1 s, speculative ones 1 / ``speedup`` s, each with log-normal noise;
-a draft model alone runs at a tenth of the target's time per token; speculative rounds report
-each prompt's acceptance (10 verify steps of k draft tokens). Load rounds come from a
+every round carries a step profile (:func:`step_profile`: a draft model's proposal costs a
+tenth of a target step per draft token); speculative rounds report each prompt's acceptance
+(10 verify steps of k draft tokens). Load rounds come from a
 deterministic model of a batching engine (:meth:`FakeEngine.load_round`). Tests select it
 through the ``pytest_specdecode_engine_source`` hook (:class:`FakePlugin`, or a conftest).
 """
@@ -26,13 +27,59 @@ from pytest_specdecode.engines.protocol import (
     EngineBackend,
     EngineSource,
     LoadRound,
+    PhaseTimes,
     Placement,
     PlainCalls,
     RequestFigures,
     Round,
+    StepProfile,
     Timeline,
     check_arrivals,
 )
+
+#: Draft tokens per draft in the fake's counters (100 drafts of 400 tokens a round).
+DRAFTED = 4
+#: Share of a simulated round spent in prefill steps.
+PREFILL_SHARE = 0.1
+
+
+def step_profile(
+    source: FakeSource,
+    config: EngineConfig,
+    prompts: int,
+    sampling: Mapping[str, Any],
+    concurrency: int | None,
+    elapsed: float,
+) -> StepProfile | None:
+    """A plausible profile of a simulated round of ``elapsed`` seconds: one prefill step per
+    batch (:data:`PREFILL_SHARE` of the round), then decode steps: ``max_tokens - 1`` per batch
+    on the baseline, that divided by the acceptance length ``1 + 4 * acceptance`` on the
+    speculative side. A baseline decode step is 4% preparing inputs, 88% forward pass, 4%
+    sampling and 4% the rest; a speculative one spends ``source.draft_cost`` (draft model:
+    0.1, a proposer without a model: 0.005) nominal baseline decode steps per draft token on
+    its draft, 4% preparing, 4% sampling and rejection, 2% the rest, and the remainder, which
+    grows as the speedup falls with k and batch, on the verification pass. None when
+    ``source.profiles`` is off (a served-like engine)."""
+    if not source.profiles:
+        return None
+    from pytest_specdecode.engines.config import NO_MODEL
+
+    batch = min(concurrency or prompts, prompts)
+    batches = -(-prompts // batch)
+    decoded = batches * max(0, int(sampling.get("max_tokens", 4)) - 1)
+    prefill_s, decode_s = PREFILL_SHARE * elapsed, (1 - PREFILL_SHARE) * elapsed
+    prefill = PhaseTimes(batches, prefill_s, 0.05 * prefill_s, 0.9 * prefill_s, 0.03 * prefill_s)
+    if config.speculative_json is None:
+        decode = PhaseTimes(decoded, decode_s, 0.04 * decode_s, 0.88 * decode_s, 0.04 * decode_s)
+        return StepProfile(prefill, decode)
+    length = 1 + DRAFTED * min(1.0, max(0.0, source.acceptance))
+    steps = max(batches, round(decoded / length)) if decoded else 0
+    nominal_base_step = (1 - PREFILL_SHARE) / decoded if decoded else 0.0
+    cost = 0.005 if config.method in NO_MODEL else source.draft_cost
+    draft = min(0.6 * decode_s, steps * cost * DRAFTED * nominal_base_step)
+    forward = max(0.0, 0.9 * decode_s - draft)
+    decode = PhaseTimes(steps, decode_s, 0.04 * decode_s, forward, 0.04 * decode_s, draft)
+    return StepProfile(prefill, decode)
 
 
 def scheduled_k(config: EngineConfig, batch_size: int) -> int:
@@ -47,7 +94,8 @@ def scheduled_k(config: EngineConfig, batch_size: int) -> int:
 
 
 class FakeEngine(PlainCalls):
-    """One simulated engine: a baseline, a speculative engine or a draft model alone."""
+    """One simulated engine: a baseline or a speculative engine (``draft``: a draft model
+    run as a target, ten times faster per token)."""
 
     def __init__(self, config: EngineConfig, source: FakeSource, draft: bool) -> None:
         self.config = config
@@ -86,7 +134,8 @@ class FakeEngine(PlainCalls):
             self._counters = self._counters + Counters(100, 400, accepted, (accepted // 4,) * 4)
             if source.per_request:
                 requests = tuple(self._with_acceptance(request, i, k) for i in range(len(prompts)))
-        return Round(elapsed, requests)
+        profile = step_profile(source, self.config, len(prompts), sampling, concurrency, elapsed)
+        return Round(elapsed, requests, profile=profile)
 
     def _with_acceptance(self, request: RequestFigures, i: int, k: int) -> RequestFigures:
         """``request`` with 10 verify steps of ``k`` draft tokens each, accepting
@@ -114,7 +163,7 @@ class FakeEngine(PlainCalls):
         carries over). With the defaults (10 ms, 4 ms, 0.2; k = 4, acceptance 0.8) and 32
         tokens a request, the p50 TPOT gain (baseline / speculative) is 1.9 for 12 requests
         at 0.5 req/s (one in flight at a time), 1.4 at 8 req/s, 0.99 for 16 at once and 0.94
-        for 32 at once. A draft model alone steps at a tenth of the target's costs.
+        for 32 at once. A draft model run as a target steps at a tenth of the target's costs.
         ``max_tokens`` tokens per request; the speculative engine's counters count its
         steps."""
         check_arrivals(arrivals, len(prompts))
@@ -187,7 +236,8 @@ class FakeSource:
         self.prompt_acceptance: Any = None  # prompt index -> its acceptance (default: all equal)
         self.rng = random.Random(0)
         self.rounds = 0  # speculative rounds generated, over all runs
-        self.draft_timings = 0  # draft models started alone (cost ratio)
+        self.draft_cost = 0.1  # a draft model's time per draft token / a target decode step
+        self.profiles = True  # rounds carry a step profile (off: like a served engine)
         self.starts = 0
         self.restarts = 0
         self.start_seconds = 0.0
@@ -211,12 +261,9 @@ class FakeSource:
             self._drafts.add(config.draft)
         engine = self._engines.get(config.key)
         if engine is None:
-            draft = config.role == "draft model alone" or (
-                config.speculative_json is None and config.target in self._drafts
-            )
+            draft = config.speculative_json is None and config.target in self._drafts
             engine = self._engines[config.key] = FakeEngine(config, self, draft)
             self.starts += 1
-            self.draft_timings += draft
         if timeout:
             engine.timeout = timeout
         return engine
@@ -285,8 +332,7 @@ class FakeWorker(FakeEngine):
         wait: bool = True,
         world: FakeSource,
     ) -> None:
-        draft = config.role == "draft model alone"
-        super().__init__(config, world, draft)
+        super().__init__(config, world, False)
         self.placement = placement
         self.timeout = timeout
         self.failed = False
@@ -294,7 +340,6 @@ class FakeWorker(FakeEngine):
         self.start_seconds = 0.0
         self._alive = True
         world.starts += 1
-        world.draft_timings += draft
         world.events.append(("spawn", config.describe()))
         if on_start is not None:
             on_start(self)

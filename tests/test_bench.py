@@ -31,12 +31,20 @@ def test_run_returns_a_complete_result() -> None:
     result = bench.run(["p1", "p2"], max_tokens=4)
     assert seen == [result] and bench.results == [result]
     assert result.trials == 4 and result.speedup == pytest.approx(2.0, rel=0.1)
-    assert result.alpha is not None and result.cost_ratio == pytest.approx(0.1)
+    # the cost ratio from inside the speculative engine (the fake's draft: 0.1 of a step)
+    assert result.alpha is not None and result.cost_ratio == pytest.approx(0.1, rel=0.05)
     assert result.predicted_speedup is not None and result.efficiency is not None
     assert result.verdict == "worth it" and result.verdict_reasons
-    assert source.draft_timings == 1
-    bench.run(["p1"], max_tokens=4)  # the draft is timed once per source and configuration
-    assert source.draft_timings == 1 and bench.results[1].label == "#2"
+    phases = result.phases
+    assert phases is not None and phases.clock == "wall"
+    assert phases.speculative.decode.draft_ms and phases.draft_share and phases.draft_share > 0
+    assert phases.baseline.decode.draft_ms == 0 and phases.baseline.decode.steps == 3
+    assert phases.break_even_length == pytest.approx(1.5, rel=0.1)  # 2 base steps / speedup 2
+    assert phases.acceptance_length == pytest.approx(result.mean_acceptance_length)
+    assert phases.pays and "speculation pays" in phases.explanation
+    assert source.starts == 2  # the pair only: no third engine timing the draft alone
+    bench.run(["p1"], max_tokens=4)
+    assert source.starts == 2 and bench.results[1].label == "#2"
 
 
 def test_adaptive_trials_decide_against_the_gates() -> None:

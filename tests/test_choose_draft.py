@@ -63,7 +63,7 @@ def test_candidates_are_ranked_by_speedup_against_one_baseline_engine() -> None:
     assert ranking.best == "small" and ranking.tied == []
     assert ranking["large"].result.num_speculative_tokens == 4
     assert ranking["ngram"].result.cost_ratio == 0.0
-    assert ranking["small"].result.cost_ratio == pytest.approx(0.1)
+    assert ranking["small"].result.cost_ratio == pytest.approx(0.1, rel=0.05)
     # each candidate's result is stored under its name; the baseline engine started once
     assert [r.label for r in bench.results] == ["ngram", "small", "large"]
     baselines = {
@@ -72,8 +72,8 @@ def test_candidates_are_ranked_by_speedup_against_one_baseline_engine() -> None:
     assert len(baselines) == 1
     speculative = {c.key for c in source.asked if c.speculative_json is not None}
     assert len(speculative) == 3
-    # baseline + three speculative engines + the two drafts timed alone
-    assert source.starts == 6 and source.draft_timings == 2
+    # baseline + three speculative engines (the cost ratios come from inside them)
+    assert source.starts == 4
 
 
 def test_candidates_whose_interval_overlaps_the_fastest_are_tied() -> None:
@@ -131,7 +131,7 @@ def test_to_dict_is_plain_json() -> None:
     for key in ("speedup_ci", "acceptance_rate", "mean_acceptance_length", "alpha",
                 "cost_ratio", "extra_memory_gib", "verdict", "tied"):  # fmt: skip
         assert key in first
-    assert first["cost_ratio"] == pytest.approx(0.1) and first["alpha"] is not None
+    assert first["cost_ratio"] == pytest.approx(0.1, rel=0.05) and first["alpha"] is not None
     assert isinstance(ranking.candidates[0], Candidate)
 
 

@@ -297,7 +297,11 @@ def test_a_schedule_slower_than_the_fixed_k_fails_the_gate_with_both_speedups() 
         assert_schedule_holds(check)
     message = str(info.value)
     assert "is more than 5% slower than the best fixed k at concurrency 8:" in message
-    assert "c=8: schedule (k=2) 1.2" in message and "vs fixed k=4 1.8" in message
+    row = check.rows[0]
+    assert row.scheduled_speedup == pytest.approx(1.2, rel=0.05)
+    assert row.fixed_speedup == pytest.approx(1.8, rel=0.05)
+    assert f"c=8: schedule (k=2) {row.scheduled_speedup:.2f}x" in message
+    assert f"vs fixed k=4 {row.fixed_speedup:.2f}x" in message
     assert "95% CI" in message and "does not hold (its interval needs to reach 1.7" in message
     assert "concurrency 20" not in message.split(":")[2]
     again = Bench("org/target", DRAFT, source=source, progress=None, trials=6)

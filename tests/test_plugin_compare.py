@@ -291,10 +291,11 @@ def test_theory_figures_in_report(pytester: pytest.Pytester, fake: FakeSource) -
     result = pytester.runpytest_inprocess("--specdecode-report", "r.json")
     result.assert_outcomes(passed=2)
     entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
-    assert entry["cost_ratio"] == pytest.approx(0.1)
+    assert entry["cost_ratio"] == pytest.approx(0.1, rel=0.05)  # from inside the engine
     assert 0.5 < entry["alpha"] <= 1.0
     assert entry["predicted_speedup"] > 1 and entry["efficiency"] > 0
-    assert fake.draft_timings == 1  # once per configuration, not per test
+    assert entry["phases"]["speculative"]["decode"]["draft_ms"] > 0
+    assert fake.starts == 2  # the pair only: no draft model timed alone
     pytester.runpytest_inprocess("--specdecode-cost-ratio", "off", "--specdecode-report", "r.json")
     entry = json.loads((pytester.path / "r.json").read_text())["results"][0]
     assert entry["cost_ratio"] is None and entry["efficiency"] is None

@@ -7,10 +7,13 @@ import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .dynamic_sd import SCHEDULE_KEY, check_schedule, check_schedule_support
+
+if TYPE_CHECKING:
+    from .hardware import Device
 
 
 def looks_local(model: str) -> bool:
@@ -371,3 +374,50 @@ def draft_model(speculative_config: Mapping[str, Any] | None) -> str | None:
     """The draft model or head a speculative config loads (None for n-gram and the like)."""
     model = (speculative_config or {}).get("model")
     return None if model in (None, "ngram") else str(model)
+
+
+#: Proposers that run no model: their drafts come from lookups (n-grams of the prompt and
+#: output, a suffix tree), so they hold no weights and their cost ratio is 0. One home: every
+#: "has a model" question asks this set.
+NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix"})
+
+#: vLLM's rejection-sampling method that accepts draft tokens at forced rates
+#: (``synthetic_acceptance_length`` or ``synthetic_acceptance_rates``) instead of verifying them.
+SYNTHETIC = "synthetic"
+#: vLLM's own words for why its CPU sampler cannot run it (``vllm/utils/cpu_triton_utils.py``).
+SYNTHETIC_ON_CPU = "Synthetic acceptance not supported with CPU sampling"
+
+
+def lossy(speculative_config: Mapping[str, Any] | None) -> str | None:
+    """Why the speculative engine's outputs are not the target's, for a config whose drafts
+    are not verified (synthetic acceptance); None for a lossless one."""
+    spec = speculative_config or {}
+    if spec.get("rejection_sample_method") != SYNTHETIC:
+        return None
+    forced = next(
+        (f"{key}={spec[key]!r}" for key in ("synthetic_acceptance_length",
+                                             "synthetic_acceptance_rates") if key in spec),
+        "a forced acceptance",
+    )  # fmt: skip
+    return (
+        f'lossy: rejection_sample_method "{SYNTHETIC}" accepts draft tokens at forced rates '
+        f"({forced}) instead of verifying them, so the speculative outputs are not the "
+        "target's; the equivalence gates (min_match_rate, assert_outputs_equivalent, "
+        "sample_equivalence) do not apply"
+    )
+
+
+def check_on_device(config: EngineConfig, device: Device, source: str) -> None:
+    """Refuse, before any engine starts, a speculative config this device cannot run:
+    synthetic acceptance on CPU, where vLLM's CPU sampler asserts at the first step and the
+    engine core dies."""
+    spec = config.speculative_config or {}
+    if device.kind == "cpu" and spec.get("rejection_sample_method") == SYNTHETIC:
+        raise ConfigError(
+            f'{source}: rejection_sample_method "{SYNTHETIC}" cannot run on CPU '
+            f'({device.name}): "{SYNTHETIC_ON_CPU}" (vLLM\'s CPU sampler, '
+            "vllm/utils/cpu_triton_utils.py), so the engine core would die at its first step; "
+            "run it on a GPU, or remove rejection_sample_method and "
+            "synthetic_acceptance_length / synthetic_acceptance_rates to measure the real "
+            "acceptance"
+        )

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import NO_MODEL
+
 #: Bytes per element of the safetensors dtypes.
 _SAFETENSORS_BYTES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
@@ -131,7 +133,7 @@ def proposer_footprint(vllm_config: Any) -> dict[str, Any]:
         kv = kv_bytes_per_token(
             draft, spec.draft_parallel_config, str(vllm_config.cache_config.cache_dtype)
         )
-    if draft is None or draft is target or spec.method in ("ngram", "ngram_gpu", "suffix"):
+    if draft is None or draft is target or spec.method in NO_MODEL:
         return {"weights_bytes": 0, "kv_bytes_per_token": kv, "why": f"{spec.method}: no model"}
     if draft.model == target.model:
         return {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..engines.config import lossy
 from ..errors import ConfigError, GateError, InconclusiveError
 from .equivalence import DistributionCheck
 from .kschedule import ScheduleCheck
@@ -117,6 +118,12 @@ def assert_outputs_equivalent(
         _assert_same_distribution(result)
         return
     threshold = _check_min("assert_outputs_equivalent(min_match_rate=...)", min_match_rate)
+    why = lossy(result.speculative_config)
+    if why is not None:
+        raise ConfigError(
+            f"{_where(result)}: assert_outputs_equivalent on a result whose speculative engine "
+            f"is {why}; leave the equivalence check out for this config"
+        )
     if result.temperature > 0:
         raise ConfigError(
             f"{_where(result)}: exact output equivalence needs greedy decoding, but this run "
@@ -263,11 +270,14 @@ def assert_schedule_holds(check: ScheduleCheck) -> None:
 
 
 def check_gates(result: Result, gates: dict[str, float]) -> list[str]:
-    """Run every gate in ``gates`` on ``result``; returns the failure messages."""
+    """Run every gate in ``gates`` on ``result``; returns the failure messages. A lossy
+    result (synthetic acceptance; its ``notes["lossy"]`` says so) skips ``min_match_rate``."""
     failures = []
     for name, threshold in gates.items():
         if name not in GATES:  # a load gate, or its rate
             continue
+        if name == "min_match_rate" and lossy(result.speculative_config) is not None:
+            continue  # a lossy method: the result's notes say the gate does not apply
         try:
             GATES[name](result, threshold)
         except GateError as exc:

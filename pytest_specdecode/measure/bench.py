@@ -18,13 +18,19 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ..engines.config import EngineConfig, draft_model, engine_pair
+from ..engines.config import (
+    NO_MODEL,
+    EngineConfig,
+    check_on_device,
+    draft_model,
+    engine_pair,
+    lossy,
+)
 from ..engines.dynamic_sd import SCHEDULE_KEY
 from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair
 from .choice import Ranking, candidate_configs
-from .cost import draft_tpot
 from .equivalence import (
     DEFAULT_ALPHA,
     DEFAULT_SAMPLES,
@@ -58,6 +64,7 @@ from .load import (
 )
 from .load_rounds import run_load
 from .paired import PairedRounds, adaptive_stop, run_paired
+from .phases import cost_ratio
 from .result import Result
 from .sequential import Reference, decide
 from .sweep import Sweep
@@ -219,6 +226,7 @@ class Bench:
         configs = {"baseline": self.baseline, "speculative": self.speculative}
         if which not in configs:
             raise ValueError(f"which must be 'baseline' or 'speculative', got {which!r}")
+        self._check_device([self.speculative], "engine")
         other = configs["speculative" if which == "baseline" else "baseline"]
         return self.source.acquire(configs[which], keep=[other], timeout=self._timeout)
 
@@ -305,11 +313,8 @@ class Bench:
             params["structured_outputs"] = structured
         if not self.served:
             check_lengths(prompts, max_tokens, self.baseline, self.name)
+        self._check_device([speculative], "run")
         n_trials, stop, thresholds = self._trials(trials, label)
-        if not (
-            self.source.is_running(self.baseline) and self.source.is_running(speculative)
-        ):  # time the draft alone now, in the room the pair's start makes anyway
-            self._draft_tpot(speculative, prompts, params, concurrency)
         raw = run_paired(
             self.source, self.baseline, speculative, prompts, params, trials=n_trials,
             warmup=warmup, concurrency=concurrency, timeout=self._timeout,
@@ -322,7 +327,7 @@ class Bench:
             raw, nodeid=self.name, category=self.category, speculative=speculative,
             num_prompts=len(prompts), sampling=params, concurrency=concurrency, label=label,
         )  # fmt: skip
-        cost = self._cost_ratio(speculative, prompts, params, concurrency, result)
+        cost = self._cost_ratio(speculative, result)
         result = with_verdict(with_theory(result, cost), self.gates.get("max_extra_memory_gib"))
         result = self._judge_adaptive(result, stop is not None, thresholds)
         result = self._notes(result, raw)
@@ -395,40 +400,26 @@ class Bench:
             )
         return label
 
-    def _cost_ratio(
-        self,
-        spec: EngineConfig,
-        prompts: list[Any],
-        params: dict[str, Any],
-        concurrency: int | None,
-        result: Result,
-    ) -> float | None:
+    def _cost_ratio(self, spec: EngineConfig, result: Result) -> float | None:
         """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
-        measured once per draft model and engine arguments, unknown otherwise."""
-        if spec.method in ("ngram", "suffix"):
+        from inside the speculative engine otherwise (its draft proposal per drafted token
+        over the baseline's decode step, :func:`~.phases.cost_ratio`); None where the rounds
+        carry no step profile (served engines) or the setting is off."""
+        if spec.method in NO_MODEL:
             return 0.0
-        if not result.baseline.tpot:
+        if self.settings.get("cost_ratio") == "off":
             return None
-        tpot = self._draft_tpot(spec, prompts, params, concurrency)
-        return None if tpot is None else tpot / result.baseline.tpot
+        return cost_ratio(result.phases, result.num_drafts, result.num_draft_tokens)
 
-    def _draft_tpot(
-        self,
-        spec: EngineConfig,
-        prompts: list[Any],
-        params: dict[str, Any],
-        concurrency: int | None,
-    ) -> float | None:
-        """The draft model's time per token alone (timed once per draft configuration and
-        engine source); None where there is none to time or the cost ratio is off."""
+    def _check_device(self, configs: Sequence[EngineConfig], call: str) -> None:
+        """Refuse, before any engine starts, a speculative config the engines' device cannot
+        run (synthetic acceptance on CPU); a served pair's device is its servers' business."""
         __tracebackhide__ = True
-        if spec.method != "draft_model" or self.served or self.settings.get("cost_ratio") == "off":
-            return None
-        with self._spending("cost_ratio_seconds"):
-            return draft_tpot(
-                self.source, spec, prompts, params, self.progress, keep=[self.baseline],
-                concurrency=concurrency, timeout=self._timeout,
-            )  # fmt: skip
+        if self.served:
+            return
+        device = self.source.device
+        for config in configs:
+            check_on_device(config, device, f"{self.name}: {call}(): speculative_config")
 
     @contextmanager
     def _spending(self, kind: str) -> Iterator[None]:
@@ -513,6 +504,7 @@ class Bench:
         prompts = validate_prompts(prompts, "load")
         check_run_args(max_tokens, temperature, None)
         rate_list, checked_slo = check_load_args(rates, requests, duration, burstiness, slo, rounds)
+        self._check_device([self.speculative], "load")
         label = self._claim_label(label, call="load")
         params: dict[str, Any] = {
             "temperature": float(temperature), "max_tokens": max_tokens,
@@ -594,6 +586,7 @@ class Bench:
         for k in ks:
             for c in cs:
                 self._claim_label(f"k={k} c={c}", taken)  # refused before any engine starts
+        self._check_device([self.speculative], "sweep")
         # each point runs one fixed k: a batch-size schedule in the config is left out
         base_config = {
             key: value
@@ -667,6 +660,7 @@ class Bench:
         )
         scheduled.check_speculative_config("check_schedule(schedule=...).speculative_config")
         plan = check_plan(schedule, cs)
+        self._check_device([scheduled], "check_schedule")
         labels = [f"schedule c={p.concurrency}" for p in plan if p.scheduled_k] + [
             f"fixed k={p.fixed_k} c={p.concurrency}" for p in plan if p.scheduled_k
         ]
@@ -725,6 +719,7 @@ class Bench:
                 "rename the candidates instead"
             )
         configs = candidate_configs(candidates, self.speculative, served=self.served)
+        self._check_device(list(configs.values()), "choose_draft")
         taken = {r.label for r in self.results}
         for name in configs:
             self._claim_label(name, taken)  # refused before any engine starts
@@ -754,6 +749,12 @@ class Bench:
         """
         __tracebackhide__ = True
         prompts = validate_prompts(prompts, "sample_equivalence")
+        why = lossy(self.speculative.speculative_config)
+        if why is not None:
+            raise ConfigError(
+                f"{self.name}: sample_equivalence() on a speculative engine that is {why}; "
+                "leave the equivalence check out for this config"
+            )
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, int | float)

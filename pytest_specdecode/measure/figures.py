@@ -7,11 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..engines.config import EngineConfig
+from ..engines.config import EngineConfig, lossy
 from ..engines.footprint import ProposerMemory
 from ..engines.protocol import Counters, Round
 from ..errors import NoSpeculationError
 from .paired import PairedRounds
+from .phases import summarize
 from .result import Divergence, EngineFigures, Result
 from .sequential import repeated_interval
 from .stats import mean, ratio_interval
@@ -188,7 +189,14 @@ def build_result(
         samples=samples, extra_memory_gib=extra, request_acceptance=per_prompt,
         alpha=alpha_from_rounds(raw.speculative),
         least_gain=least,
+        phases=summarize(
+            raw.baseline, raw.speculative, counters, raw.round_counters,
+            concurrency or num_prompts,
+        ),
     )  # fmt: skip
+    why_lossy = lossy(speculative.speculative_config)
+    if why_lossy is not None:
+        result = with_notes(result, lossy=why_lossy)
     if raw.engine_info.get("draft_memory") is not None:
         result = with_notes(result, memory=footprint.note())
     if per_prompt is not None and least:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .phases import PhaseSummary
 from .stats import percentile
 
 #: Report-entry fields that are not the result's: how the test judged it, and where it ran.
@@ -82,7 +83,9 @@ class Result:
     speculative: EngineFigures
     label: str = ""
     alpha: float | None = None  # per-token acceptance (per-step draft lengths, else counters)
-    cost_ratio: float | None = None  # draft step time / target step time (measured)
+    #: draft model step time / target step time, from inside the speculative engine: its
+    #: draft proposal per drafted token over the baseline's decode step (0 without a model)
+    cost_ratio: float | None = None
     predicted_speedup: float | None = None  # Leviathan's bound from alpha, k and cost_ratio
     #: measured speedup / what the measured tokens per step allow at this cost ratio
     #: (mean acceptance length / (cost_ratio * k + 1)); no i.i.d. assumption
@@ -102,12 +105,16 @@ class Result:
     #: engine does not report acceptance per request
     request_acceptance: tuple[float | None, ...] | None = None
     least_gain: tuple[int, ...] = ()  # the prompts with the lowest acceptance length (<= 3)
+    #: both engines' step time by phase, the break-even acceptance length and why speculation
+    #: pays or not; None when any measured round has no step profile (a served engine)
+    phases: PhaseSummary | None = None
 
     def to_dict(self, *, with_outputs: bool = True) -> dict[str, Any]:
         """Plain JSON values (non-finite numbers as null); without outputs, no token ids or
         texts."""
         data = asdict(self)
         data["speedup_ci"] = list(self.speedup_ci)
+        data["phases"] = None if self.phases is None else self.phases.to_dict()
         if not with_outputs:
             for side in ("baseline", "speculative"):
                 data[side].pop("token_ids")
@@ -131,6 +138,8 @@ class Result:
                 None if v is None else float(v) for v in per_prompt
             )
         values["least_gain"] = tuple(int(i) for i in data.get("least_gain") or ())
+        phases = data.get("phases")
+        values["phases"] = None if phases is None else PhaseSummary.from_dict(phases)
         return cls(**values)
 
     @property

@@ -1,5 +1,5 @@
 """Where a session's wall time goes: engine starts and shutdowns, warm-up, measured rounds,
-the cost-ratio timing, distribution sampling and load rounds (the rest is "other": pytest, the
+distribution sampling and load rounds (the rest is "other": pytest, the
 reports)."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ class TimeSpent:
     stop_seconds: float = 0.0  # shutting engines down (evictions and the session's end)
     warmup_seconds: float = 0.0
     round_seconds: float = 0.0  # the measured paired rounds
-    cost_ratio_seconds: float = 0.0  # timing the draft model alone (its start not included)
     sampling_seconds: float = 0.0  # sample_equivalence
     load_seconds: float = 0.0  # load(): its warm-up and open-loop rounds
 
@@ -35,7 +34,6 @@ class TimeSpent:
             + self.stop_seconds
             + self.warmup_seconds
             + self.round_seconds
-            + self.cost_ratio_seconds
             + self.sampling_seconds
             + self.load_seconds
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .phases import PhaseSummary
 from .result import Result
 from .theory import first_position_acceptance, hopeless, speedup_from_tokens_per_step
 
@@ -85,7 +86,30 @@ def judge(result: Result, *, max_extra_memory_gib: float | None = None) -> tuple
     apart = different_work(result)
     reasons.extend(apart)
     if high < 1.0 or not memory_ok:
+        if high < 1.0 and result.phases is not None:
+            reasons.append(why_slower(result.phases))
         return NOT_WORTH, reasons
     if low > 1.0 and not apart:
         return WORTH, reasons
     return INCONCLUSIVE, reasons
+
+
+def why_slower(phases: PhaseSummary) -> str:
+    """What the engines' step profiles say about a slowdown: the term that dominates the
+    speculative decode step when the acceptance length is below the break-even, else that the
+    loss lies outside the decode steps."""
+    if phases.pays is None:
+        return phases.explanation
+    if not phases.pays:
+        return f"why: {phases.explanation}"
+    base, spec = phases.baseline.prefill, phases.speculative.prefill
+    prefill = ""
+    if base.step_ms is not None and spec.step_ms is not None:
+        prefill = (
+            f" (prefill {spec.steps * spec.step_ms:.1f} vs {base.steps * base.step_ms:.1f} ms "
+            "per round, speculative vs baseline, or time between steps)"
+        )
+    return (
+        f"the decode steps pay ({phases.acceptance_length:.2f} tokens per step, above the "
+        f"break-even {phases.break_even_length:.2f}); the loss lies outside them{prefill}"
+    )

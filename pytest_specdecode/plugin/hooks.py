@@ -154,10 +154,7 @@ def pytest_collection_modifyitems(
     if workerinput is not None and workerinput.get(GROUPS_KEY):
         # a pytest-xdist worker: the controller's scheduler sends each group to one worker
         write_groups(workerinput[GROUPS_KEY], workerinput["workerid"], groups(state.specs))
-    state.schedule = schedule(
-        [state.specs[i.nodeid] for i in items if i.nodeid in state.specs],
-        cost_ratio=state.settings.get("cost_ratio") != "off" and not state.served,
-    )
+    state.schedule = schedule([state.specs[i.nodeid] for i in items if i.nodeid in state.specs])
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

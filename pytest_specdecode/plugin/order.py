@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from ..engines.schedule import Need, grouped_order
-from ..measure.cost import draft_alone
 from .marker import TestSpec
 
 #: Prefix of the engine groups' names.
@@ -60,16 +59,6 @@ def groups(specs: Mapping[str, TestSpec]) -> dict[str, str]:
     return {nodeid: group_name(engines_of(spec)) for nodeid, spec in specs.items()}
 
 
-def schedule(order: Sequence[TestSpec], *, cost_ratio: bool) -> list[tuple[str, Need]]:
-    """Each test's node id and the engine keys it needs, in run order: its pair and, for the
-    first test of each draft model (with ``cost_ratio``), the draft model alone."""
-    timed: set[str] = set()
-    plan: list[tuple[str, Need]] = []
-    for spec in order:
-        need = set(engines_of(spec))
-        alone = draft_alone(spec.speculative) if cost_ratio else None
-        if alone is not None and alone.key not in timed:
-            timed.add(alone.key)
-            need.add(alone.key)
-        plan.append((spec.nodeid, frozenset(need)))
-    return plan
+def schedule(order: Sequence[TestSpec]) -> list[tuple[str, Need]]:
+    """Each test's node id and the engine keys it needs (its pair), in run order."""
+    return [(spec.nodeid, engines_of(spec)) for spec in order]

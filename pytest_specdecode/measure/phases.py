@@ -1,0 +1,301 @@
+"""Why speculation pays or not, from the engines' own step profiles: each engine's step time by
+phase, the break-even acceptance length L*, the cost ratio from inside the speculative engine,
+and a sentence naming what dominates.
+
+Everything here is a pure function of the measured paired rounds (their
+:class:`~pytest_specdecode.engines.protocol.StepProfile`) and the speculative engine's
+per-round counter deltas; a run with any round lacking a profile (a served engine) has none.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..engines.protocol import PHASES, Counters, PhaseTimes, Round
+from .stats import t975
+
+#: The step kinds of a profile, decode first (the one the verdict is about).
+KINDS = ("decode", "prefill")
+#: The engines of a paired run, as the report names them.
+SIDES = ("baseline", "speculative")
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """One engine's steps of one kind over the measured rounds: steps per round (mean, may be
+    fractional) and mean milliseconds per step by phase (None when there was no such step);
+    ``step_ms`` is the sum of the phases."""
+
+    steps: float
+    prepare_ms: float | None = None
+    forward_ms: float | None = None
+    sample_ms: float | None = None
+    draft_ms: float | None = None
+    other_ms: float | None = None
+
+    @classmethod
+    def over(cls, times: Sequence[PhaseTimes]) -> StepFigures:
+        """The figures of one engine's rounds (their phase times of one step kind)."""
+        total = sum(times, PhaseTimes(0, 0.0))
+        steps = total.steps / len(times) if times else 0.0
+        if total.steps <= 0:
+            return cls(steps)
+        per_step = [total.seconds(p) / total.steps * 1000 for p in PHASES]
+        return cls(steps, *per_step)
+
+    @property
+    def step_ms(self) -> float | None:
+        parts = [self.ms(p) for p in PHASES]
+        return None if any(v is None for v in parts) else sum(v for v in parts if v is not None)
+
+    def ms(self, phase: str) -> float | None:
+        """Mean milliseconds per step of one of :data:`PHASES`."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; the phases are {', '.join(PHASES)}")
+        value: float | None = getattr(self, f"{phase}_ms")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "step_ms": self.step_ms} | {
+            f"{p}_ms": self.ms(p) for p in PHASES
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepFigures:
+        def ms(phase: str) -> float | None:
+            value = data.get(f"{phase}_ms")
+            return None if value is None else float(value)
+
+        return cls(float(data.get("steps") or 0.0), *(ms(p) for p in PHASES))
+
+
+@dataclass(frozen=True)
+class EngineSteps:
+    """One engine's decode and prefill steps."""
+
+    decode: StepFigures
+    prefill: StepFigures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decode": self.decode.to_dict(), "prefill": self.prefill.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EngineSteps:
+        return cls(StepFigures.from_dict(data["decode"]), StepFigures.from_dict(data["prefill"]))
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    """Where both engines' step time went over the measured rounds, and what it implies.
+
+    ``break_even_length`` L* = speculative decode step time / baseline decode step time:
+    speculation pays when each verification step yields more than L* tokens
+    (``acceptance_length``, vLLM's mean acceptance length). Both come with a 95% interval from
+    the per-round figures. ``draft_share`` is the draft proposal's share of a speculative
+    decode step; ``verify_cost`` the verification pass in baseline forward passes.
+    """
+
+    clock: str
+    baseline: EngineSteps
+    speculative: EngineSteps
+    break_even_length: float | None
+    break_even_ci: tuple[float, float] | None
+    acceptance_length: float
+    acceptance_length_ci: tuple[float, float] | None
+    draft_share: float | None
+    verify_cost: float | None
+    explanation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        def pair(values: tuple[float, float] | None) -> list[float] | None:
+            return None if values is None else list(values)
+
+        return {
+            "clock": self.clock,
+            "baseline": self.baseline.to_dict(),
+            "speculative": self.speculative.to_dict(),
+            "break_even_length": self.break_even_length,
+            "break_even_ci": pair(self.break_even_ci),
+            "acceptance_length": self.acceptance_length,
+            "acceptance_length_ci": pair(self.acceptance_length_ci),
+            "draft_share": self.draft_share,
+            "verify_cost": self.verify_cost,
+            "explanation": self.explanation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhaseSummary:
+        def opt(key: str) -> float | None:
+            return None if data.get(key) is None else float(data[key])
+
+        def pair(key: str) -> tuple[float, float] | None:
+            values = data.get(key)
+            if values is None or any(v is None for v in values):
+                return None
+            low, high = values
+            return float(low), float(high)
+
+        return cls(
+            clock=str(data.get("clock") or "wall"),
+            baseline=EngineSteps.from_dict(data["baseline"]),
+            speculative=EngineSteps.from_dict(data["speculative"]),
+            break_even_length=opt("break_even_length"),
+            break_even_ci=pair("break_even_ci"),
+            acceptance_length=float(data["acceptance_length"]),
+            acceptance_length_ci=pair("acceptance_length_ci"),
+            draft_share=opt("draft_share"),
+            verify_cost=opt("verify_cost"),
+            explanation=str(data.get("explanation") or ""),
+        )
+
+    @property
+    def pays(self) -> bool | None:
+        """Whether the measured acceptance length is above the break-even (None: unknown)."""
+        if self.break_even_length is None:
+            return None
+        return self.acceptance_length > self.break_even_length
+
+
+def _decode_ms(times: PhaseTimes) -> float | None:
+    return times.total / times.steps * 1000 if times.steps > 0 else None
+
+
+def break_even(
+    baseline: Sequence[Round], speculative: Sequence[Round]
+) -> tuple[float | None, tuple[float, float] | None]:
+    """L* (pooled decode step time of the speculative rounds over the baseline's) and its 95%
+    interval: a t interval on the logs of the per-round ratios (paired as the speedup's
+    rounds), centred on the log of L*; no interval with fewer than two rounds that both
+    decoded."""
+    spec = sum((r.profile.decode for r in speculative if r.profile), PhaseTimes(0, 0.0))
+    base = sum((r.profile.decode for r in baseline if r.profile), PhaseTimes(0, 0.0))
+    s_ms, b_ms = _decode_ms(spec), _decode_ms(base)
+    if s_ms is None or b_ms is None or b_ms <= 0 or s_ms <= 0:
+        return None, None
+    point = s_ms / b_ms
+    logs = []
+    for b, s in zip(baseline, speculative, strict=True):
+        if b.profile is None or s.profile is None:
+            continue
+        bs, ss = _decode_ms(b.profile.decode), _decode_ms(s.profile.decode)
+        if bs and ss and bs > 0 and ss > 0:
+            logs.append(math.log(ss / bs))
+    return point, _around(math.log(point), logs, math.exp)
+
+
+def acceptance_interval(pooled: float, per_round: Sequence[Counters]) -> tuple[float, float] | None:
+    """A 95% t interval for the mean acceptance length, centred on the pooled value, with the
+    spread of the per-round values (rounds that drafted); None with fewer than two."""
+    values = [c.mean_acceptance_length for c in per_round if c.num_drafts > 0]
+    return _around(pooled, values, lambda v: v)
+
+
+def _around(centre: float, values: Sequence[float], back: Any) -> tuple[float, float] | None:
+    n = len(values)
+    if n < 2:
+        return None
+    m = sum(values) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return float(back(centre - half)), float(back(centre + half))
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None and b > 0 else None
+
+
+def explain(
+    base: StepFigures,
+    spec: StepFigures,
+    break_even_length: float | None,
+    acceptance_length: float,
+    batch: int,
+) -> str:
+    """One sentence: which term of the speculative decode step dominates its cost over the
+    baseline's (the draft proposal, the verification pass, sampling and rejection, input
+    preparation, the rest), and whether the measured acceptance length clears the
+    break-even."""
+    b_ms, s_ms = base.step_ms, spec.step_ms
+    if b_ms is None or s_ms is None or break_even_length is None or b_ms <= 0:
+        return "no decode step was timed on both engines, so no break-even length"
+    excess = {p: (spec.ms(p) or 0.0) - (base.ms(p) or 0.0) for p in PHASES}
+    top = max(PHASES, key=lambda p: excess[p])
+    if excess[top] <= 0:
+        term = (
+            f"a speculative step costs no more than a baseline step ({s_ms:.2f} vs {b_ms:.2f} ms)"
+        )
+    elif top == "draft":
+        term = f"draft proposal is {(spec.draft_ms or 0.0) / s_ms:.0%} of each speculative step"
+    elif top == "forward":
+        verify = _ratio(spec.forward_ms, base.forward_ms) or 0.0
+        term = f"the verification pass at batch {batch} costs {verify:.1f} baseline steps"
+    else:
+        what = {
+            "sample": "sampling and rejection",
+            "prepare": "input preparation",
+            "other": "step time outside the named phases",
+        }[top]
+        term = (
+            f"{what} adds {excess[top]:.2f} ms to each speculative step "
+            f"({excess[top] / b_ms:.1f} baseline steps)"
+        )
+    be, length = break_even_length, acceptance_length
+    if length > be:
+        return (
+            f"each verification step yields {length:.2f} tokens, above the break-even "
+            f"{be:.2f}, so speculation pays; the largest cost: {term}"
+        )
+    return f"acceptance length {length:.2f} is below the break-even {be:.2f}: {term}"
+
+
+def summarize(
+    baseline: Sequence[Round],
+    speculative: Sequence[Round],
+    counters: Counters,
+    round_counters: Sequence[Counters],
+    batch: int,
+) -> PhaseSummary | None:
+    """The :class:`PhaseSummary` of paired rounds, None when any round has no profile (a
+    served engine, or one that could not be looked into)."""
+    rounds = [*baseline, *speculative]
+    if not rounds or any(r.profile is None for r in rounds):
+        return None
+    clocks = {r.profile.clock for r in rounds if r.profile is not None}
+    sides = {}
+    for side, these in (("baseline", baseline), ("speculative", speculative)):
+        profiles = [r.profile for r in these if r.profile is not None]
+        sides[side] = EngineSteps(
+            StepFigures.over([p.decode for p in profiles]),
+            StepFigures.over([p.prefill for p in profiles]),
+        )
+    base, spec = sides["baseline"].decode, sides["speculative"].decode
+    length = counters.mean_acceptance_length
+    be, be_ci = break_even(baseline, speculative)
+    return PhaseSummary(
+        clock=clocks.pop() if len(clocks) == 1 else "mixed",
+        baseline=sides["baseline"],
+        speculative=sides["speculative"],
+        break_even_length=be,
+        break_even_ci=be_ci,
+        acceptance_length=length,
+        acceptance_length_ci=acceptance_interval(length, round_counters),
+        draft_share=_ratio(spec.draft_ms, spec.step_ms),
+        verify_cost=_ratio(spec.forward_ms, base.forward_ms),
+        explanation=explain(base, spec, be, length, batch),
+    )
+
+
+def cost_ratio(phases: PhaseSummary | None, num_drafts: int, num_draft_tokens: int) -> float | None:
+    """The draft/target cost ratio c from inside the speculative engine: the draft proposal's
+    time per decode step over the tokens a draft holds (``num_draft_tokens / num_drafts``: k,
+    but for drafts cut short), over the baseline's decode step time; None without phases or
+    drafts."""
+    if phases is None or num_drafts <= 0 or num_draft_tokens <= 0:
+        return None
+    draft_ms = phases.speculative.decode.draft_ms
+    if draft_ms is None:
+        return None
+    return _ratio(draft_ms * num_drafts / num_draft_tokens, phases.baseline.decode.step_ms)

@@ -1,0 +1,325 @@
+"""The phase summary (issue 28): each engine's step time by phase, the break-even acceptance
+length L* and its interval, the cost ratio from inside the speculative engine, the sentence
+naming what dominates; and synthetic acceptance, refused on CPU before any engine starts and
+lossy where it runs. Hand-built rounds and the simulated backend: no vLLM."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from pytest_specdecode import Bench, ConfigError, assert_outputs_equivalent
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.hardware import Device
+from pytest_specdecode.engines.protocol import (
+    Counters,
+    PhaseTimes,
+    RequestFigures,
+    Round,
+    StepProfile,
+)
+from pytest_specdecode.measure.assertions import check_gates
+from pytest_specdecode.measure.figures import build_result, with_theory, with_verdict
+from pytest_specdecode.measure.paired import PairedRounds
+from pytest_specdecode.measure.phases import PhaseSummary, cost_ratio, summarize
+from pytest_specdecode.measure.result import Result
+
+from .fakes import FakeSource, use_fake
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::pytest_specdecode.errors.UncheckedCompatibilityWarning"
+)
+
+DRAFT = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
+SYNTHETIC = {**DRAFT, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 3.0}
+SCALES = (1.0, 1.1, 0.9)  # the baseline rounds' decode time, relative
+T975_2 = 4.302652729911275  # Student's t, 97.5%, 2 degrees of freedom (scipy)
+
+
+def base_round(f: float) -> Round:
+    """10 decode steps of 5 ms (times f): prepare 0.2, forward 4.0, sample 0.3, other 0.5."""
+    decode = PhaseTimes(10, 0.050 * f, 0.002 * f, 0.040 * f, 0.003 * f)
+    return Round(
+        1.0 * f, _requests(), profile=StepProfile(PhaseTimes(1, 0.01, 0.001, 0.008), decode)
+    )
+
+
+def spec_round(draft: float = 0.012) -> Round:
+    """4 decode steps of 10 ms: prepare 0.25, sample 0.5, draft 3.0 (by default), other 0.25
+    and the verification pass the rest."""
+    forward = 0.040 - 0.001 - 0.002 - draft - 0.001
+    decode = PhaseTimes(4, 0.040, 0.001, forward, 0.002, draft)
+    return Round(0.5, _requests(), profile=StepProfile(PhaseTimes(1, 0.012, 0.001, 0.01), decode))
+
+
+def _requests() -> tuple[RequestFigures, ...]:
+    return (RequestFigures((1, 2, 3), "x", 0.01, 0.002),) * 2
+
+
+def round_counters(accepted: tuple[int, ...] = (8, 10, 6)) -> tuple[Counters, ...]:
+    """Per round 4 drafts of 4 tokens, ``accepted`` of them accepted."""
+    return tuple(Counters(4, 16, a) for a in accepted)
+
+
+def paired(
+    accepted: tuple[int, ...] = (8, 10, 6), draft: float = 0.012, spec_time: float = 0.5
+) -> PairedRounds:
+    per_round = round_counters(accepted)
+    return PairedRounds(
+        baseline=tuple(base_round(f) for f in SCALES),
+        speculative=tuple(replace(spec_round(draft), elapsed=spec_time) for _ in SCALES),
+        counters=sum(per_round, Counters()),
+        round_counters=per_round,
+        mode="interleaved",
+        memory="test",
+    )
+
+
+def result_of(raw: PairedRounds, spec: dict[str, Any] = DRAFT) -> Result:
+    return build_result(
+        raw, nodeid="t.py::test_a", category="structured",
+        speculative=EngineConfig.create("org/target", spec, {}), num_prompts=2,
+        sampling={"max_tokens": 3, "temperature": 0.0}, concurrency=None,
+    )  # fmt: skip
+
+
+# -- the arithmetic, on hand-built rounds ------------------------------------------------
+
+
+def test_phase_summary_of_hand_built_rounds() -> None:
+    raw = paired()
+    phases = summarize(raw.baseline, raw.speculative, raw.counters, raw.round_counters, 2)
+    assert phases is not None and phases.clock == "wall"
+    base, spec = phases.baseline.decode, phases.speculative.decode
+    assert base.steps == 10 and spec.steps == 4
+    # pooled over rounds: seconds / steps * 1000
+    assert (base.prepare_ms, base.forward_ms, base.sample_ms, base.draft_ms) == pytest.approx(
+        (0.2, 4.0, 0.3, 0.0)
+    )
+    assert base.other_ms == pytest.approx(0.5) and base.step_ms == pytest.approx(5.0)
+    assert spec.draft_ms == pytest.approx(3.0) and spec.forward_ms == pytest.approx(6.0)
+    assert spec.step_ms == pytest.approx(10.0)
+    assert phases.baseline.prefill.steps == 1 and phases.baseline.prefill.step_ms == pytest.approx(
+        10
+    )
+    # L* = 10 / 5; its interval from the per-round ratios 2 / f, t on logs around log L*
+    assert phases.break_even_length == pytest.approx(2.0)
+    logs = [math.log(2 / f) for f in SCALES]
+    m = sum(logs) / 3
+    half = T975_2 * math.sqrt(sum((v - m) ** 2 for v in logs) / 2 / 3)
+    assert phases.break_even_ci == pytest.approx((2 * math.exp(-half), 2 * math.exp(half)))
+    # acceptance: pooled 1 + 24 / 12, per round 3.0, 3.5, 2.5
+    assert phases.acceptance_length == pytest.approx(3.0)
+    half = T975_2 * 0.5 / math.sqrt(3)
+    assert phases.acceptance_length_ci == pytest.approx((3 - half, 3 + half))
+    assert phases.draft_share == pytest.approx(0.3) and phases.verify_cost == pytest.approx(1.5)
+    assert phases.pays
+    assert phases.explanation == (
+        "each verification step yields 3.00 tokens, above the break-even 2.00, so speculation "
+        "pays; the largest cost: draft proposal is 30% of each speculative step"
+    )
+    # c = (3 ms of draft per step / 4 tokens per draft) / 5 ms per baseline step
+    assert cost_ratio(phases, 12, 48) == pytest.approx(0.15)
+
+
+def test_the_explanation_names_what_dominates_a_loss() -> None:
+    low = summary(paired(accepted=(2, 2, 2)), 2)
+    assert low is not None and not low.pays
+    assert low.explanation == (
+        "acceptance length 1.50 is below the break-even 2.00: draft proposal is 30% of each "
+        "speculative step"
+    )
+    cheap_draft = summary(paired(accepted=(2, 2, 2), draft=0.001), 32)
+    assert cheap_draft is not None
+    assert cheap_draft.explanation.endswith(
+        "the verification pass at batch 32 costs 2.2 baseline steps"  # 8.75 / 4.0 ms
+    )
+
+
+def summary(raw: PairedRounds, batch: int) -> PhaseSummary | None:
+    return summarize(raw.baseline, raw.speculative, raw.counters, raw.round_counters, batch)
+
+
+def test_the_dict_form_is_the_contract_and_round_trips() -> None:
+    result = with_verdict(with_theory(result_of(paired()), 0.15), None)
+    data = json.loads(json.dumps(result.to_dict()))["phases"]
+    assert set(data) == {
+        "clock", "baseline", "speculative", "break_even_length", "break_even_ci",
+        "acceptance_length", "acceptance_length_ci", "draft_share", "verify_cost", "explanation",
+    }  # fmt: skip
+    assert set(data["speculative"]) == {"decode", "prefill"}
+    assert set(data["speculative"]["decode"]) == {
+        "steps", "step_ms", "prepare_ms", "forward_ms", "sample_ms", "draft_ms", "other_ms",
+    }  # fmt: skip
+    assert data["speculative"]["decode"]["step_ms"] == pytest.approx(10.0)
+    assert isinstance(data["break_even_ci"], list) and len(data["break_even_ci"]) == 2
+    again = Result.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result and isinstance(again.phases, PhaseSummary)
+    old = result.to_dict()
+    del old["phases"]  # a report written before phases existed
+    assert Result.from_dict(old).phases is None
+
+
+def test_a_kind_without_steps_has_no_milliseconds() -> None:
+    data = summary(paired(), 2)
+    assert data is not None
+    empty = replace(data.baseline.prefill, steps=0.0, prepare_ms=None, forward_ms=None,
+                    sample_ms=None, draft_ms=None, other_ms=None)  # fmt: skip
+    assert empty.to_dict() == {
+        "steps": 0.0, "step_ms": None, "prepare_ms": None, "forward_ms": None,
+        "sample_ms": None, "draft_ms": None, "other_ms": None,
+    }  # fmt: skip
+
+
+def test_rounds_without_a_profile_give_no_phases() -> None:
+    raw = paired()
+    served_like = replace(
+        raw, speculative=(*raw.speculative[:2], replace(raw.speculative[2], profile=None))
+    )
+    result = result_of(served_like)
+    assert result.phases is None and result.to_dict()["phases"] is None
+    assert cost_ratio(None, 12, 48) is None
+
+
+def test_a_slower_result_quotes_the_dominant_term_in_its_verdict() -> None:
+    result = with_verdict(
+        with_theory(result_of(paired(accepted=(2, 2, 2), spec_time=1.5)), 0.15), None
+    )
+    assert result.verdict == "not worth it"
+    assert (
+        "why: acceptance length 1.50 is below the break-even 2.00: draft proposal is 30% of "
+        "each speculative step"
+    ) in result.verdict_reasons
+    paying = with_verdict(with_theory(result_of(paired(spec_time=1.5)), 0.15), None)
+    assert paying.verdict == "not worth it"
+    assert (
+        "the decode steps pay (3.00 tokens per step, above the break-even 2.00); the loss lies "
+        "outside them (prefill 12.0 vs 10.0 ms per round, speculative vs baseline, or time "
+        "between steps)"
+    ) in paying.verdict_reasons
+    faster = with_verdict(with_theory(result_of(paired(accepted=(2, 2, 2))), 0.15), None)
+    assert faster.verdict == "worth it"
+    assert not any("break-even" in r for r in faster.verdict_reasons)
+
+
+# -- through Bench, on the simulated backend --------------------------------------------
+
+
+def test_bench_on_the_fake_gives_phases_and_the_cost_ratio_from_inside() -> None:
+    source = FakeSource()
+    result = Bench("org/target", DRAFT, source=source, progress=None, trials=4).run(
+        ["p1", "p2"], max_tokens=8
+    )
+    phases = result.phases
+    assert phases is not None
+    assert phases.baseline.decode.draft_ms == 0 and phases.draft_share and phases.draft_share > 0
+    assert phases.break_even_length and phases.break_even_ci
+    assert phases.break_even_ci[0] <= phases.break_even_length <= phases.break_even_ci[1]
+    assert result.cost_ratio == pytest.approx(source.draft_cost, rel=0.05)
+    assert source.starts == 2  # baseline and speculative: no draft model started alone
+
+
+def test_served_like_rounds_give_no_phases_and_no_cost_ratio() -> None:
+    source = FakeSource()
+    source.profiles = False
+    result = Bench("org/target", DRAFT, source=source, progress=None, trials=3).run(
+        ["p"], max_tokens=4
+    )
+    assert result.phases is None and result.cost_ratio is None and result.efficiency is None
+    assert result.verdict == "worth it"
+
+
+@pytest.mark.parametrize("method", ["ngram", "ngram_gpu", "suffix"])
+def test_proposers_without_a_model_cost_nothing(method: str) -> None:
+    spec = {"method": method, "num_speculative_tokens": 4}
+    result = Bench("org/target", spec, source=FakeSource(), progress=None, trials=3).run(
+        ["p"], max_tokens=4
+    )
+    assert result.cost_ratio == 0.0 and result.phases is not None
+
+
+def test_the_break_even_rises_with_concurrency_in_a_sweep() -> None:
+    source = FakeSource()
+    source.speedup_fn = lambda k, c: {1: 2.0, 4: 1.4, 16: 0.9}[c]
+    sweep = Bench("org/target", DRAFT, source=source, progress=None, trials=3).sweep(
+        ["p"] * 16, max_tokens=8, concurrency=[1, 4, 16]
+    )
+    lengths = [
+        r.phases.break_even_length
+        for _, _, r in sweep.points
+        if r.phases and r.phases.break_even_length is not None
+    ]
+    assert len(lengths) == 3 and lengths == sorted(lengths), lengths
+    last = sweep.points[-1][2]
+    assert last.phases is not None and last.phases.acceptance_length > 1
+
+
+# -- synthetic acceptance ---------------------------------------------------------------
+
+
+def test_synthetic_acceptance_is_refused_on_cpu_before_any_engine_starts() -> None:
+    source = FakeSource()  # a CPU device
+    bench = Bench("org/target", SYNTHETIC, source=source, progress=None)
+    with pytest.raises(ConfigError) as info:
+        bench.run(["p"], max_tokens=4)
+    message = str(info.value)
+    assert "Synthetic acceptance not supported with CPU sampling" in message  # vLLM's words
+    assert "run it on a GPU, or remove rejection_sample_method" in message
+    assert "bench: run(): speculative_config" in message
+    assert source.starts == 0
+    for call in (
+        lambda: bench.engine("baseline"),
+        lambda: bench.sweep(["p"], max_tokens=4),
+        lambda: bench.load(["p"], max_tokens=4, rates=[1.0], requests=2),
+    ):
+        with pytest.raises(ConfigError, match="Synthetic acceptance not supported"):
+            call()
+    ngram = Bench("org/target", NGRAM, source=source, progress=None)
+    with pytest.raises(ConfigError, match=r"choose_draft\(\): speculative_config"):
+        ngram.choose_draft(["p"], {"ngram": NGRAM, "forced": SYNTHETIC}, max_tokens=4)
+    assert source.starts == 0
+
+
+def test_synthetic_acceptance_through_the_marker_fails_before_any_engine_starts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = use_fake(pytester, monkeypatch)
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdecode("structured", target="org/target",
+                                speculative_config={SYNTHETIC!r}, min_match_rate=1.0)
+        def test_forced(specdecode):
+            specdecode.run(["p"], max_tokens=4)
+        """
+    )
+    result = pytester.runpytest_inprocess(
+        "-W", "ignore::pytest_specdecode.errors.UncheckedCompatibilityWarning"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Synthetic acceptance not supported with CPU sampling*"])
+    assert source.starts == 0
+
+
+def test_synthetic_acceptance_where_it_runs_is_lossy_and_skips_the_equivalence_gates() -> None:
+    source = FakeSource()
+    source.device = Device("gpu", "fake GPU")
+    bench = Bench("org/target", SYNTHETIC, source=source, progress=None, trials=3)
+    result = bench.run(["p"], max_tokens=4)
+    assert "lossy" in result.notes and "do not apply" in result.notes["lossy"]
+    assert "synthetic_acceptance_length=3.0" in result.notes["lossy"]
+    diverged = replace(result, match_rate=0.0)
+    assert check_gates(diverged, {"min_match_rate": 1.0}) == []  # not applied: lossy
+    with pytest.raises(ConfigError, match="lossy"):
+        assert_outputs_equivalent(diverged)
+    with pytest.raises(ConfigError, match="sample_equivalence.*lossy"):
+        bench.sample_equivalence(["p"], samples=10, tokens=2)
+    lossless = Bench("org/target", DRAFT, source=source, progress=None, trials=3)
+    plain = replace(lossless.run(["p"], max_tokens=4), match_rate=0.0)
+    assert "lossy" not in plain.notes and check_gates(plain, {"min_match_rate": 1.0})
