@@ -257,6 +257,8 @@ def test_the_break_even_rises_with_concurrency_in_a_sweep() -> None:
     assert len(lengths) == 3 and lengths == sorted(lengths), lengths
     last = sweep.points[-1][2]
     assert last.phases is not None and last.phases.acceptance_length > 1
+    points = sweep.to_dict()["points"]  # the report's sweep points carry them too
+    assert [p["phases"]["break_even_length"] for p in points] == lengths
 
 
 # -- synthetic acceptance ---------------------------------------------------------------

@@ -83,6 +83,7 @@ class Sweep:
                     "speedup": r.speedup,
                     "speedup_ci": list(r.speedup_ci),
                     "acceptance_rate": r.acceptance_rate,
+                    "phases": None if r.phases is None else r.phases.to_dict(),
                 }
                 for k, c, r in self.points
             ],  # fmt: skip

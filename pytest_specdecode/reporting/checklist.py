@@ -32,16 +32,13 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
+from ..engines.config import NO_MODEL
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 from .phases import NOT_RECORDED, SERVED, interval, pays, phases, with_interval
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
-
-#: proposers with no draft model: no weights and no draft KV cache to hold (their extra
-#: memory is 0; a report saved by an earlier version may hold a process RSS difference instead)
-NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 #: extra memory below this is "none to speak of"
 NEGLIGIBLE_GIB = 0.05
