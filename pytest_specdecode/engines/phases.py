@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from .phase_clock import PhaseClock, clock_for
@@ -58,7 +58,7 @@ def phases_on(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def with_phase_timing(
-    engine_kwargs: Mapping[str, Any], environ: dict[str, str]
+    engine_kwargs: Mapping[str, Any], environ: MutableMapping[str, str]
 ) -> tuple[dict[str, Any], bool]:
     """``engine_kwargs`` with :data:`EXTENSION` as vLLM's worker extension, and whether phases
     are timed. An extension the caller set is kept: it goes to ``environ`` under
