@@ -316,3 +316,72 @@ def test_the_clock_self_check_passes_on_a_cpu() -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "clock wall" in proc.stdout and "agree:" in proc.stdout
+
+
+class PhaseLLM:
+    """A ``vllm.LLM`` as the engine worker's phase calls see it: ``collective_rpc`` to the
+    extension, ``generate`` that may fail."""
+
+    def __init__(self, start: dict[str, Any], fail: bool = False) -> None:
+        self.start, self.fail = start, fail
+        self.calls: list[str] = []
+
+    def collective_rpc(self, method: str) -> list[Any]:
+        self.calls.append(method)
+        if method == "specdecode_phases_start":
+            return [self.start]
+        return [{"prefill": {"steps": 1, "total": 0.1}, "decode": {"steps": 2, "total": 0.2}}]
+
+    def generate(self, prompts: list[str], params: Any, use_tqdm: bool) -> list[Any]:
+        self.calls.append("generate")
+        if self.fail:
+            raise ValueError("bad prompt")
+        completion = SimpleNamespace(token_ids=[1, 2], text="ab")
+        return [SimpleNamespace(outputs=[completion], metrics=None) for _ in prompts]
+
+
+@pytest.fixture
+def no_vllm_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_specdecode.engines import worker
+
+    monkeypatch.setattr(worker, "_build_sampling", lambda sampling, n: [None] * n)
+
+
+@pytest.mark.usefixtures("no_vllm_sampling")
+def test_the_worker_returns_each_rounds_profile_from_vllms_workers() -> None:
+    from pytest_specdecode.engines import worker
+
+    llm = PhaseLLM({"ok": True, "clock": "wall"})
+    engine = worker._Engine(llm, phases=True)
+    done = Round.of(engine.generate(["a", "b"], {}, concurrency=1))
+    assert done.profile is not None and done.profile.decode.steps == 2
+    assert llm.calls == [
+        "specdecode_phases_start", "generate", "generate", "specdecode_phases_collect",
+    ]  # fmt: skip
+    off = worker._Engine(PhaseLLM({"ok": True}), phases=False)
+    assert off.generate(["a"], {}, None)["profile"] is None
+    assert off.llm.calls == ["generate"]
+
+
+@pytest.mark.usefixtures("no_vllm_sampling")
+def test_a_worker_vllm_cannot_time_gives_rounds_without_a_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_specdecode.engines import worker
+
+    llm = PhaseLLM({"ok": False, "note": "the model runner X has no _sample"})
+    engine = worker._Engine(llm, phases=True)
+    assert engine.generate(["a"], {}, None)["profile"] is None
+    assert "phases are not timed: the model runner X has no _sample" in capsys.readouterr().out
+    assert engine.generate(["a"], {}, None)["profile"] is None
+    assert llm.calls == ["specdecode_phases_start", "generate", "generate"]  # asked once
+
+
+@pytest.mark.usefixtures("no_vllm_sampling")
+def test_a_failed_round_stops_the_recording() -> None:
+    from pytest_specdecode.engines import worker
+
+    llm = PhaseLLM({"ok": True, "clock": "wall"}, fail=True)
+    with pytest.raises(ValueError, match="bad prompt"):
+        worker._Engine(llm, phases=True).generate(["a"], {}, None)
+    assert llm.calls == ["specdecode_phases_start", "generate", "specdecode_phases_collect"]

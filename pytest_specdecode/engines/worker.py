@@ -179,9 +179,14 @@ class _Engine:
         outputs: list[Any] = []
         timed = self._phases_start()
         start = time.perf_counter()
-        for i in range(0, len(prompts), batch):
-            chunk = list(prompts[i : i + batch])
-            outputs.extend(self.llm.generate(chunk, params[i : i + batch], use_tqdm=False))
+        try:
+            for i in range(0, len(prompts), batch):
+                chunk = list(prompts[i : i + batch])
+                outputs.extend(self.llm.generate(chunk, params[i : i + batch], use_tqdm=False))
+        except BaseException:
+            if timed:  # stop recording: later calls (load rounds) are not timed
+                self._phases_drop()
+            raise
         elapsed = time.perf_counter() - start
         return {
             "elapsed": elapsed,
@@ -204,6 +209,13 @@ class _Engine:
             print(f"specdecode worker: phases are not timed: {reply.get('note')}", flush=True)
             self.phases = False
         return self.phases
+
+    def _phases_drop(self) -> None:
+        """End a round that failed, its profile unread (whatever else fails meanwhile)."""
+        try:
+            self.llm.collective_rpc("specdecode_phases_collect")
+        except BaseException:  # noqa: BLE001 - the round's own error is the one to report
+            pass
 
     def _phases_collect(self) -> dict[str, Any] | None:
         """The round's step profile (a plain dict) from the first of vLLM's workers."""
