@@ -114,12 +114,27 @@ def test_the_engine_k_is_the_largest_scheduled_one_and_a_schedule_in_the_base_is
     schedule = sweep_of(table, base).schedule(tolerance=0.0)
     assert schedule.entries == ((1, 16, 2),)
     assert schedule.speculative_config["num_speculative_tokens"] == 2
-    assert schedule.speculative_config[KEY] == [[1, 16, 2]]
     assert KEY not in schedule.base_config
     assert schedule.summary().startswith("k=2 at every batch size (measured up to batch 16;")
     slow = {(k, 1): result(0.5, 0.4, 0.6) for k in (1, 2)}
     off = sweep_of(slow).schedule()
     assert off.entries == ((1, 1, 0),) and off.speculative_config["num_speculative_tokens"] == 4
+
+
+def test_a_uniform_schedule_is_written_as_a_plain_fixed_k() -> None:
+    """One k at every batch size is vLLM's plain ``num_speculative_tokens``: a schedule runs
+    the engine differently even where it never changes k (vllm#49548)."""
+    table = {(k, c): result(1.0 + 0.1 * k) for k in (1, 2) for c in (1, 8, 32)}
+    schedule = sweep_of(table, {**DRAFT, KEY: [[1, 4, 8]]}).schedule(tolerance=0.0)
+    assert schedule.speculative_config == {**DRAFT, "num_speculative_tokens": 2}
+    assert schedule.entries == ((1, 32, 2),) and schedule.uniform
+    data = json.loads(json.dumps(schedule.to_dict()))
+    assert KEY not in data["speculative_config"] and data["entries"] == [[1, 32, 2]]
+    assert KSchedule.from_dict(data) == schedule
+    # more than one range, or speculation off everywhere: still a schedule
+    assert KEY in sweep_of(TABLE).schedule().speculative_config
+    off = sweep_of({(k, 1): result(0.5, 0.4, 0.6) for k in (1, 2)}).schedule()
+    assert not off.uniform and off.speculative_config[KEY] == [[1, 1, 0]]
 
 
 def test_a_sweep_of_a_scheduled_config_runs_each_k_fixed() -> None:

@@ -145,15 +145,21 @@ class KSchedule:
         return largest or int(self.base_config.get("num_speculative_tokens") or 1)
 
     @property
+    def uniform(self) -> bool:
+        """Whether the schedule is one k (> 0) at every batch size: a plain fixed k."""
+        return len(self.entries) == 1 and self.entries[0][2] > 0
+
+    @property
     def speculative_config(self) -> dict[str, Any]:
         """The base config with ``num_speculative_tokens`` = the largest k and the schedule
         (``num_speculative_tokens_per_batch_size``): for ``vllm.LLM(speculative_config=...)``
-        or ``vllm serve --speculative-config``."""
-        return {
-            **self.base_config,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            SCHEDULE_KEY: [list(e) for e in self.entries],
-        }
+        or ``vllm serve --speculative-config``. A :attr:`uniform` schedule is the plain fixed
+        k, without the schedule: vLLM runs a schedule differently from a fixed k even where
+        it never changes k (vllm#49548)."""
+        config = {**self.base_config, "num_speculative_tokens": self.num_speculative_tokens}
+        if not self.uniform:
+            config[SCHEDULE_KEY] = [list(e) for e in self.entries]
+        return config
 
     @property
     def largest_concurrency(self) -> int:
