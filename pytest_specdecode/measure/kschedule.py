@@ -314,6 +314,7 @@ class ScheduleCheck:
     schedule: KSchedule
     tolerance: float
     rows: tuple[ScheduleRow, ...]
+    label: str = ""  # check_schedule(label=...): "" for none
 
     @property
     def holds(self) -> bool:
@@ -332,11 +333,13 @@ class ScheduleCheck:
             + f" (shown more than {self.tolerance:.0%} slower than the best fixed k)"
         )
         rows = "; ".join(row.describe() for row in self.rows)
-        return f"{self.nodeid}: schedule {self.schedule.summary()} {verdict}: {rows}"
+        name = f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
+        return f"{name}: schedule {self.schedule.summary()} {verdict}: {rows}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodeid": self.nodeid,
+            **({"label": self.label} if self.label else {}),
             "schedule": self.schedule.to_dict(),
             "tolerance": self.tolerance,
             "rows": [row.to_dict() for row in self.rows],
@@ -351,6 +354,7 @@ class ScheduleCheck:
             schedule=KSchedule.from_dict(data["schedule"]),
             tolerance=float(data["tolerance"]),
             rows=tuple(ScheduleRow.from_dict(r) for r in data["rows"]),
+            label=str(data.get("label") or ""),
         )
 
 
