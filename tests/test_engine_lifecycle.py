@@ -29,7 +29,8 @@ from pytest_specdecode.engines import pool as pool_module
 from pytest_specdecode.engines import worker
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.hardware import Device
-from pytest_specdecode.engines.local import Engine, _sigint_held
+from pytest_specdecode.engines.interrupts import interrupts_held
+from pytest_specdecode.engines.local import Engine
 from pytest_specdecode.engines.memory import group_pids
 from pytest_specdecode.engines.placement import out_of_memory
 from pytest_specdecode.engines.pool import EnginePool
@@ -255,15 +256,57 @@ engine = Engine(config, placement, timeout=60, log_dir={str(fake_vllm)!r})
     assert _gone(worker_pid) and _gone(core_pid)
 
 
-def test_an_interrupt_during_the_worker_start_is_held_until_it_is_registered() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_during_the_worker_start_is_held_until_it_is_registered(
+    signum: signal.Signals,
+) -> None:
     reached = []
-    with pytest.raises(KeyboardInterrupt):
-        with _sigint_held():
-            signal.raise_signal(signal.SIGINT)
-            time.sleep(0.01)  # the handler has run by now: it must not have raised
-            reached.append(True)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as Ctrl-C
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_held():
+                signal.raise_signal(signum)
+                time.sleep(0.01)  # the handler has run by now: it must not have raised
+                reached.append(True)
+        assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert reached == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigterm_while_a_pool_holds_engines_is_handled_as_ctrl_c(fake_vllm: Path) -> None:
+    """SIGTERM raises KeyboardInterrupt while engines run, so the same clean-up as Ctrl-C
+    runs: the engines end and the log folder goes. Python's default SIGTERM would end the
+    process at once, leaving the folder."""
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    pool = _pool(fake_vllm, [])
+    pool.acquire(_config("ok"))
+    worker_pid, core_pid = _pids(fake_vllm)
+    # (checked first: Python's default action would end this test run)
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    with pytest.raises(KeyboardInterrupt, match=r"SIGTERM \(handled as Ctrl-C\)"):
+        signal.raise_signal(signal.SIGTERM)
+        time.sleep(1)
+    pool.close()
+    assert _gone(worker_pid) and _gone(core_pid)
+    assert not os.path.exists(pool.log_dir)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back at close
+
+
+def test_a_sigterm_handler_of_the_callers_own_is_left_alone(fake_vllm: Path) -> None:
+    def own(signum: int, frame: object) -> None:
+        pass
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        pool = _pool(fake_vllm, [])
+        pool.acquire(_config("ok"))
+        assert signal.getsignal(signal.SIGTERM) is own
+        pool.close()
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_the_end_of_the_connection_shuts_vllm_down_and_kills_the_process_group(

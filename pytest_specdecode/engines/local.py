@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from typing import Any
 
 from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
 from .config import EngineConfig
+from .interrupts import interrupts_held
 from .leftovers import remove_openmp_files, wait_gone
 from .memory import group_pids, process_titles
 from .protocol import Counters, LoadRound, Placement, PlainCalls, Round
@@ -88,27 +88,6 @@ def _main_not_rerun() -> Iterator[None]:
             main.__dict__.update(saved)
 
 
-@contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Hold a Ctrl-C back until the block ends (a worker started and registered is never
-    lost to an interrupt landing in between); then deliver it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:  # a handler not set from Python: leave it alone
-        yield
-        return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, _frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
-            signal.raise_signal(signal.SIGINT)
-
-
 class Engine(PlainCalls):
     """One engine worker process holding one ``vllm.LLM``; methods block until it answers.
 
@@ -158,7 +137,7 @@ class Engine(PlainCalls):
         self._started = time.perf_counter()
         self._ready = False
         try:
-            with _sigint_held():
+            with interrupts_held():
                 with _environ(placement.env), _main_not_rerun():
                     self._process.start()
                 _RUNNING.add(self)
