@@ -78,6 +78,22 @@ class _Core:
             pass
 
 
+#: What vLLM 0.32's processes logged when the model worker failed an assertion (shortened):
+#: the worker's traceback, then the engine core's.
+_W = "(Worker pid=14344) ERROR 12-04 16:50:37 [multiproc_executor.py:1063] "
+_C = "(EngineCore pid={pid}) ERROR 12-04 16:50:37 [core.py:1512] "
+CORE_ERROR = [
+    _W + "Traceback (most recent call last):",
+    _W + '    assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"',
+    _W + "AssertionError: Synthetic acceptance not supported with CPU sampling",
+    _C + "EngineCore encountered a fatal error.",
+    _C + "Traceback (most recent call last):",
+    _C + "    raise RuntimeError(",
+    _C + "RuntimeError: Worker failed with error 'Synthetic acceptance not supported with CPU "
+    "sampling', please check the stack trace above for the root cause",
+]
+
+
 class LLM:
     def __init__(self, model, **kwargs):
         print("fake vllm: non-default args:", kwargs, flush=True)
@@ -106,7 +122,10 @@ class LLM:
         print("fake vllm: shutdown", flush=True)
 
     def generate(self, prompts, params, use_tqdm=True):
-        if self.behaviour == "core-dies":
+        if self.behaviour == "core-raises":  # logs vLLM's lines for a worker's error, then dies
+            for line in CORE_ERROR:
+                print(line.format(pid=self.core.pid), flush=True)
+        if self.behaviour in ("core-dies", "core-raises"):
             os.kill(self.core.pid, signal.SIGKILL)
             self.core.join()
         if self.core.exitcode is not None:
@@ -369,6 +388,29 @@ def test_a_dead_engine_core_fails_the_call_with_its_cause_and_is_replaced(
     pool.close()
     assert pool.kept_logs() == [first.log_path]  # the healthy engine's log is removed
     assert os.listdir(pool.log_dir) == [os.path.basename(first.log_path)]
+
+
+def test_a_dead_engine_core_s_own_error_from_the_log_is_in_the_message(fake_vllm: Path) -> None:
+    """vLLM's engine core dies of its model worker's error, which only the engine log holds:
+    the error's lines lead the message, once each (the worker's and the core's)."""
+    engine = Engine(
+        _config("core-raises"), _placement(fake_vllm), timeout=60, log_dir=str(fake_vllm)
+    )
+    with pytest.raises(EngineCrashedError) as excinfo:
+        engine.generate(["hello"], {"max_tokens": 4})
+    message = str(excinfo.value)
+    head = message.split("--- last lines of the engine log")[0]
+    assert "vLLM's engine core died during generate: process EngineCore" in head
+    assert head.endswith(
+        "The engine log's errors:\n"
+        "  AssertionError: Synthetic acceptance not supported with CPU sampling\n"
+        "  RuntimeError: Worker failed with error 'Synthetic acceptance not supported with CPU "
+        "sampling', please check the stack trace above for the root cause\n"
+        "The pool starts a fresh engine on its next use.\n"
+    ), head
+    log = Path(engine.log_path).read_text()
+    assert log.count("specdecode worker: vLLM's engine core died") == 1
+    engine.kill()
 
 
 def test_an_engine_core_dying_while_idle_is_noticed_before_reuse(fake_vllm: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
 from .config import EngineConfig
+from .engine_log import raised_in
 from .interrupts import interrupts_held
 from .leftovers import remove_openmp_files, wait_gone
 from .memory import group_pids, process_titles
@@ -43,6 +44,16 @@ def _tail(path: str, lines: int = 30) -> str:
             return "".join(fh.readlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def _logged_errors(path: str) -> str:
+    """The error lines of the tracebacks at the end of an engine log, as a message's lines
+    (``""``: none): what vLLM's own processes raised, which the worker never sees."""
+    errors = raised_in(path)
+    if not errors:
+        return ""
+    plural = "s" if len(errors) > 1 else ""
+    return f"\nThe engine log's error{plural}:" + "".join(f"\n  {line}" for line in errors)
 
 
 def _log_tail(path: str) -> str:
@@ -215,8 +226,8 @@ class Engine(PlainCalls):
         self.failed = True
         self.kill()
         return EngineCrashedError(
-            f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: {cause}.\n"
-            f"{_log_tail(self.log_path)}"
+            f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: {cause}."
+            f"{_logged_errors(self.log_path)}\n{_log_tail(self.log_path)}"
         )
 
     def _core_died(self, doing: str, cause: str) -> EngineCrashedError:
@@ -226,8 +237,8 @@ class Engine(PlainCalls):
         self.kill()
         return EngineCrashedError(
             f"{self.config.describe()} (worker pid {self.pid}): vLLM's engine core died during "
-            f"{doing}: {cause}. The pool starts a fresh engine on its next use.\n"
-            f"{_log_tail(self.log_path)}"
+            f"{doing}: {cause}.{_logged_errors(self.log_path)}\nThe pool starts a fresh engine "
+            f"on its next use.\n{_log_tail(self.log_path)}"
         )
 
     def call(self, command: str, **kwargs: Any) -> Any:
