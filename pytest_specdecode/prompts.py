@@ -41,19 +41,25 @@ def load_prompts(path: str | Path) -> list[Prompt]:
 
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"prompt file {path}: cannot be read ({exc.strerror})") from None
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        row = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            f"prompt file {path}, line {row}: not UTF-8 (byte 0x{raw[exc.start]:02x} at "
+            f"column {column}); save the file as UTF-8"
+        ) from None
     validator = jsonschema.Draft202012Validator(prompt_schema())
     prompts = []
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         where = f"prompt file {path}, line {number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+        data = _parse(line, where)
         error = jsonschema.exceptions.best_match(validator.iter_errors(data))
         if error is not None:
             at = "/".join(str(p) for p in error.absolute_path)
@@ -62,3 +68,20 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise ConfigError(f"prompt file {path}: holds no prompt")
     return prompts
+
+
+def _parse(line: str, where: str) -> Any:
+    """One line's JSON; what Python's parser refuses beyond JSON syntax (an integer of more
+    than 4,300 digits, nesting deeper than the interpreter's recursion limit) is refused with
+    ``where`` too."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+    except ValueError as exc:  # e.g. an integer beyond int's digit limit
+        raise ConfigError(f"{where}: a value Python cannot read ({exc})") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: nested too deeply to read (arrays or objects inside each other hundreds "
+            "of levels deep)"
+        ) from None

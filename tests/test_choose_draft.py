@@ -177,7 +177,12 @@ def test_names_and_labels_are_checked_before_any_engine_starts() -> None:
     assert source.asked == []
     bench.run(["p"], max_tokens=4, label="small")
     asked = len(source.asked)
-    with pytest.raises(ConfigError, match=r"already stored a result under the key 't\[small\]'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"choose_draft\(\): its result 'small' would be stored under the key "
+        r"'t\[small\]', which this test's earlier run\(label='small'\) holds; rename the "
+        r"candidates",
+    ):
         bench.choose_draft(["p"], {"ngram": NGRAM, "small": SMALL}, max_tokens=4)
     assert len(source.asked) == asked
 

@@ -1,9 +1,12 @@
-"""Ctrl-C during an engine start or in the middle of a run: pytest exits within seconds and
-leaves no engine process behind."""
+"""Ctrl-C or SIGTERM during an engine start or in the middle of a run: pytest exits within
+seconds with its summary, and leaves no engine process and no engine log folder behind."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +35,8 @@ def test_long(specdecode):
 
 #: How long pytest may take to exit after the Ctrl-C.
 EXIT_SECONDS = 20
+#: pytest's exit status for an interrupted session.
+INTERRUPTED = int(pytest.ExitCode.INTERRUPTED)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +50,7 @@ def run(tmp_path: Path, pair: dict[str, str]) -> Iterator[Callable[[], Proc]]:
     runs: list[Proc] = []
 
     def start() -> Proc:
+        (tmp_path / "tmp").mkdir()  # the run's temporary folder: its engine logs go there
         (tmp_path / "pytest.ini").write_text("[pytest]\n")
         (tmp_path / "test_suite.py").write_text(SUITE.format(draft=pair["draft"]))
         runs.append(
@@ -55,6 +61,7 @@ def run(tmp_path: Path, pair: dict[str, str]) -> Iterator[Callable[[], Proc]]:
                     "--specdecode-engine-kwargs", json.dumps(ENGINE_KWARGS),
                 ],
                 tmp_path,
+                {"TMPDIR": str(tmp_path / "tmp")},
             )
         )  # fmt: skip
         return runs[-1]
@@ -68,7 +75,12 @@ def _engine_cores(tag: str) -> list[str]:
     return [p for p in processes_with_tag(tag) if "VLLM::EngineCore" in p]
 
 
-def test_ctrl_c_during_an_engine_start(run: Callable[[], Proc]) -> None:
+def _log_folders(tmp_path: Path) -> list[str]:
+    """The engine log folders (``specdecode-logs-*``) the run left in its temporary folder."""
+    return [p.name for p in (tmp_path / "tmp").glob("specdecode-logs-*")]
+
+
+def test_ctrl_c_during_an_engine_start(run: Callable[[], Proc], tmp_path: Path) -> None:
     r = run()
     r.wait_for(lambda: bool(r.count("starting baseline engine")), "engine start")
     # the worker has started vLLM's engine core: the start is under way
@@ -78,9 +90,10 @@ def test_ctrl_c_during_an_engine_start(run: Callable[[], Proc]) -> None:
     r.exits(EXIT_SECONDS)
     assert "KeyboardInterrupt" in r.output, r.output
     assert surviving_processes(r.tag) == []
+    assert _log_folders(tmp_path) == []
 
 
-def test_ctrl_c_in_the_middle_of_a_round(run: Callable[[], Proc]) -> None:
+def test_ctrl_c_in_the_middle_of_a_round(run: Callable[[], Proc], tmp_path: Path) -> None:
     r = run()
     r.wait_for(lambda: bool(r.count("round 1/")), "first round")
     assert len(processes_with_tag(r.tag)) >= 3  # pytest, two workers and their engine cores
@@ -88,3 +101,23 @@ def test_ctrl_c_in_the_middle_of_a_round(run: Callable[[], Proc]) -> None:
     r.exits(EXIT_SECONDS)
     assert "KeyboardInterrupt" in r.output, r.output
     assert surviving_processes(r.tag) == []
+    assert _log_folders(tmp_path) == []
+
+
+@pytest.mark.parametrize("during", ["an engine start", "a round"])
+def test_sigterm_is_handled_as_ctrl_c(run: Callable[[], Proc], tmp_path: Path, during: str) -> None:
+    """SIGTERM (``kill``, a CI job's cancel, a container's stop) ends the run as Ctrl-C does:
+    the summary printed, pytest's interrupted status, no process and no log folder left.
+    Python's default SIGTERM ends pytest at once (status -15, no summary, the folder left)."""
+    r = run()
+    if during == "an engine start":
+        r.wait_for(lambda: bool(_engine_cores(r.tag)), "VLLM::EngineCore process")
+        assert not r.count("ready in"), r.output
+    else:
+        r.wait_for(lambda: bool(r.count("round 1/")), "first round")
+    os.kill(r.proc.pid, signal.SIGTERM)
+    assert r.exits(EXIT_SECONDS) == INTERRUPTED, r.output
+    assert "KeyboardInterrupt: SIGTERM (handled as Ctrl-C)" in r.output, r.output
+    assert re.search(r"(no tests ran|\d+ \w+) in [\d.]+s", r.output), r.output  # the summary
+    assert surviving_processes(r.tag) == []
+    assert _log_folders(tmp_path) == []

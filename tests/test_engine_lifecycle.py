@@ -29,7 +29,8 @@ from pytest_specdecode.engines import pool as pool_module
 from pytest_specdecode.engines import worker
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.hardware import Device
-from pytest_specdecode.engines.local import Engine, _sigint_held
+from pytest_specdecode.engines.interrupts import interrupts_held
+from pytest_specdecode.engines.local import Engine
 from pytest_specdecode.engines.memory import group_pids
 from pytest_specdecode.engines.placement import out_of_memory
 from pytest_specdecode.engines.pool import EnginePool
@@ -77,6 +78,22 @@ class _Core:
             pass
 
 
+#: What vLLM 0.32's processes logged when the model worker failed an assertion (shortened):
+#: the worker's traceback, then the engine core's.
+_W = "(Worker pid=14344) ERROR 12-04 16:50:37 [multiproc_executor.py:1063] "
+_C = "(EngineCore pid={pid}) ERROR 12-04 16:50:37 [core.py:1512] "
+CORE_ERROR = [
+    _W + "Traceback (most recent call last):",
+    _W + '    assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"',
+    _W + "AssertionError: Synthetic acceptance not supported with CPU sampling",
+    _C + "EngineCore encountered a fatal error.",
+    _C + "Traceback (most recent call last):",
+    _C + "    raise RuntimeError(",
+    _C + "RuntimeError: Worker failed with error 'Synthetic acceptance not supported with CPU "
+    "sampling', please check the stack trace above for the root cause",
+]
+
+
 class LLM:
     def __init__(self, model, **kwargs):
         print("fake vllm: non-default args:", kwargs, flush=True)
@@ -105,7 +122,10 @@ class LLM:
         print("fake vllm: shutdown", flush=True)
 
     def generate(self, prompts, params, use_tqdm=True):
-        if self.behaviour == "core-dies":
+        if self.behaviour == "core-raises":  # logs vLLM's lines for a worker's error, then dies
+            for line in CORE_ERROR:
+                print(line.format(pid=self.core.pid), flush=True)
+        if self.behaviour in ("core-dies", "core-raises"):
             os.kill(self.core.pid, signal.SIGKILL)
             self.core.join()
         if self.core.exitcode is not None:
@@ -255,15 +275,57 @@ engine = Engine(config, placement, timeout=60, log_dir={str(fake_vllm)!r})
     assert _gone(worker_pid) and _gone(core_pid)
 
 
-def test_an_interrupt_during_the_worker_start_is_held_until_it_is_registered() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_during_the_worker_start_is_held_until_it_is_registered(
+    signum: signal.Signals,
+) -> None:
     reached = []
-    with pytest.raises(KeyboardInterrupt):
-        with _sigint_held():
-            signal.raise_signal(signal.SIGINT)
-            time.sleep(0.01)  # the handler has run by now: it must not have raised
-            reached.append(True)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as Ctrl-C
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_held():
+                signal.raise_signal(signum)
+                time.sleep(0.01)  # the handler has run by now: it must not have raised
+                reached.append(True)
+        assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert reached == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigterm_while_a_pool_holds_engines_is_handled_as_ctrl_c(fake_vllm: Path) -> None:
+    """SIGTERM raises KeyboardInterrupt while engines run, so the same clean-up as Ctrl-C
+    runs: the engines end and the log folder goes. Python's default SIGTERM would end the
+    process at once, leaving the folder."""
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    pool = _pool(fake_vllm, [])
+    pool.acquire(_config("ok"))
+    worker_pid, core_pid = _pids(fake_vllm)
+    # (checked first: Python's default action would end this test run)
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    with pytest.raises(KeyboardInterrupt, match=r"SIGTERM \(handled as Ctrl-C\)"):
+        signal.raise_signal(signal.SIGTERM)
+        time.sleep(1)
+    pool.close()
+    assert _gone(worker_pid) and _gone(core_pid)
+    assert not os.path.exists(pool.log_dir)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back at close
+
+
+def test_a_sigterm_handler_of_the_callers_own_is_left_alone(fake_vllm: Path) -> None:
+    def own(signum: int, frame: object) -> None:
+        pass
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        pool = _pool(fake_vllm, [])
+        pool.acquire(_config("ok"))
+        assert signal.getsignal(signal.SIGTERM) is own
+        pool.close()
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_the_end_of_the_connection_shuts_vllm_down_and_kills_the_process_group(
@@ -326,6 +388,29 @@ def test_a_dead_engine_core_fails_the_call_with_its_cause_and_is_replaced(
     pool.close()
     assert pool.kept_logs() == [first.log_path]  # the healthy engine's log is removed
     assert os.listdir(pool.log_dir) == [os.path.basename(first.log_path)]
+
+
+def test_a_dead_engine_core_s_own_error_from_the_log_is_in_the_message(fake_vllm: Path) -> None:
+    """vLLM's engine core dies of its model worker's error, which only the engine log holds:
+    the error's lines lead the message, once each (the worker's and the core's)."""
+    engine = Engine(
+        _config("core-raises"), _placement(fake_vllm), timeout=60, log_dir=str(fake_vllm)
+    )
+    with pytest.raises(EngineCrashedError) as excinfo:
+        engine.generate(["hello"], {"max_tokens": 4})
+    message = str(excinfo.value)
+    head = message.split("--- last lines of the engine log")[0]
+    assert "vLLM's engine core died during generate: process EngineCore" in head
+    assert head.endswith(
+        "The engine log's errors:\n"
+        "  AssertionError: Synthetic acceptance not supported with CPU sampling\n"
+        "  RuntimeError: Worker failed with error 'Synthetic acceptance not supported with CPU "
+        "sampling', please check the stack trace above for the root cause\n"
+        "The pool starts a fresh engine on its next use.\n"
+    ), head
+    log = Path(engine.log_path).read_text()
+    assert log.count("specdecode worker: vLLM's engine core died") == 1
+    engine.kill()
 
 
 def test_an_engine_core_dying_while_idle_is_noticed_before_reuse(fake_vllm: Path) -> None:

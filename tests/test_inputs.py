@@ -125,8 +125,10 @@ def test_duplicate_result_keys_are_refused(pytester: pytest.Pytester, fake: Fake
             "*test_labels.py::test_same_label_twice: run(label='x'): this test already stored "
             "a result under the key 'test_labels.py::test_same_label_twice[[]x]'; give each "
             "run() of a test a distinct label*",
-            "*test_labels.py::test_sweep_twice: run(label='k=2 c=1'): this test already "
-            "stored a result*",
+            "*test_labels.py::test_sweep_twice: sweep(): its result 'k=2 c=1' would be stored "
+            "under the key 'test_labels.py::test_sweep_twice[[]k=2 c=1[]]', which this test's "
+            "earlier sweep() holds; give each sweep() of a test a distinct label, e.g. "
+            'sweep(..., label="short")*',
         ]
     )
     keys = saved_keys(pytester.path / "r.json")

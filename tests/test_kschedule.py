@@ -18,6 +18,7 @@ from pytest_specdecode import (
     ScheduleCheck,
     assert_schedule_holds,
 )
+from pytest_specdecode.baselines import files
 from pytest_specdecode.engines import dynamic_sd
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.measure.kschedule import KChoice, choose_k, ranges
@@ -114,12 +115,27 @@ def test_the_engine_k_is_the_largest_scheduled_one_and_a_schedule_in_the_base_is
     schedule = sweep_of(table, base).schedule(tolerance=0.0)
     assert schedule.entries == ((1, 16, 2),)
     assert schedule.speculative_config["num_speculative_tokens"] == 2
-    assert schedule.speculative_config[KEY] == [[1, 16, 2]]
     assert KEY not in schedule.base_config
     assert schedule.summary().startswith("k=2 at every batch size (measured up to batch 16;")
     slow = {(k, 1): result(0.5, 0.4, 0.6) for k in (1, 2)}
     off = sweep_of(slow).schedule()
     assert off.entries == ((1, 1, 0),) and off.speculative_config["num_speculative_tokens"] == 4
+
+
+def test_a_uniform_schedule_is_written_as_a_plain_fixed_k() -> None:
+    """One k at every batch size is vLLM's plain ``num_speculative_tokens``: a schedule runs
+    the engine differently even where it never changes k (vllm#49548)."""
+    table = {(k, c): result(1.0 + 0.1 * k) for k in (1, 2) for c in (1, 8, 32)}
+    schedule = sweep_of(table, {**DRAFT, KEY: [[1, 4, 8]]}).schedule(tolerance=0.0)
+    assert schedule.speculative_config == {**DRAFT, "num_speculative_tokens": 2}
+    assert schedule.entries == ((1, 32, 2),) and schedule.uniform
+    data = json.loads(json.dumps(schedule.to_dict()))
+    assert KEY not in data["speculative_config"] and data["entries"] == [[1, 32, 2]]
+    assert KSchedule.from_dict(data) == schedule
+    # more than one range, or speculation off everywhere: still a schedule
+    assert KEY in sweep_of(TABLE).schedule().speculative_config
+    off = sweep_of({(k, 1): result(0.5, 0.4, 0.6) for k in (1, 2)}).schedule()
+    assert not off.uniform and off.speculative_config[KEY] == [[1, 1, 0]]
 
 
 def test_a_sweep_of_a_scheduled_config_runs_each_k_fixed() -> None:
@@ -307,7 +323,13 @@ def test_a_schedule_slower_than_the_fixed_k_fails_the_gate_with_both_speedups() 
     again = Bench("org/target", DRAFT, source=source, progress=None, trials=6)
     loose = again.check_schedule(schedule, ["p"], max_tokens=8, concurrency=[8], tolerance=0.5)
     assert loose.holds and loose.tolerance == 0.5
-    with pytest.raises(ConfigError, match=r"run\(label='schedule c=8'\): this test already"):
+    with pytest.raises(
+        ConfigError,
+        match=r"check_schedule\(\): its result 'schedule c=8' would be stored under"
+        r" the key 'bench\[schedule c=8\]', which this test's earlier check_schedule\(\) "
+        r"holds; give each check_schedule\(\) of a test a distinct label, e.g\. "
+        r'check_schedule\(..., label="short"\)',
+    ):
         again.check_schedule(schedule, ["p"], max_tokens=8, concurrency=[8])  # one per label
 
 
@@ -317,7 +339,8 @@ def test_a_schedule_slower_than_the_fixed_k_fails_the_gate_with_both_speedups() 
         ({"concurrency": [0]}, r"check_schedule\(concurrency=...\): expected a list of distinct"),
         ({"concurrency": [1, 1]}, "distinct positive integers"),
         ({"tolerance": 2}, r"check_schedule\(tolerance=...\): expected a fraction"),
-        ({"label": "x"}, r"check_schedule\(label=...\): each run is labelled"),
+        ({"label": ""}, r"check_schedule\(label=...\): expected a non-empty string"),
+        ({"label": 3}, r"check_schedule\(label=...\): expected a non-empty string"),
     ],
 )
 def test_bad_check_arguments_are_refused_before_anything_runs(
@@ -382,3 +405,97 @@ def test_a_row_fails_only_when_the_schedule_is_shown_slower() -> None:
     assert holds((1.47, 1.79), 1.82, 0.05)  # 1.62x, but its interval reaches the floor
     assert holds((1.70, 1.729), 1.82, 0.05)
     assert not holds((1.40, 1.72), 1.82, 0.05)  # even its upper end is below the floor
+
+
+# -- two sweeps or two checks in one test -------------------------------------------------------
+TWICE = """
+import pytest
+from pytest_specdecode import assert_schedule_holds
+
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+mark = pytest.mark.specdecode("k_schedule", target="org/target", speculative_config=SPEC)
+GRID = dict(num_speculative_tokens=[1, 4], concurrency=[1, 16])
+
+@mark
+def test_sweeps(specdecode):
+    short = specdecode.sweep(["p"], max_tokens=8, label="short", **GRID)
+    long = specdecode.sweep(["a longer prompt"], max_tokens=32, label="long", **GRID)
+    check = specdecode.check_schedule(short.schedule(), ["p"], max_tokens=8, label="short")
+    again = specdecode.check_schedule(long.schedule(), ["p"], max_tokens=32, label="long")
+    assert_schedule_holds(check)
+    assert_schedule_holds(again)
+
+@mark
+def test_second_sweep_unlabelled(specdecode):
+    specdecode.sweep(["p"], max_tokens=8, **GRID)
+    specdecode.sweep(["a longer prompt"], max_tokens=32, **GRID)
+
+@mark
+def test_second_check_unlabelled(specdecode):
+    schedule = specdecode.sweep(["p"], max_tokens=8, **GRID).schedule()
+    specdecode.check_schedule(schedule, ["p"], max_tokens=8)
+    specdecode.check_schedule(schedule, ["p"], max_tokens=32)
+"""
+
+
+def test_two_sweeps_and_two_checks_of_a_test_need_labels(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With distinct labels both sweeps and both checks run and are reported apart; without,
+    the second call is refused before it measures anything, naming itself and the fix."""
+    source = use_fake(pytester, monkeypatch)
+    source.speedup_fn = lambda k, c: {1: 1.5, 4: 2.0}[k] if c == 1 else {1: 1.3, 4: 1.1}[k]
+    pytester.makepyfile(test_suite=TWICE)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--specdecode-report", "report.json", "--specdecode-trials", "3"
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_suite.py::test_second_sweep_unlabelled: sweep(): its result 'k=1 c=1' would "
+            "be stored under the key 'test_suite.py::test_second_sweep_unlabelled[[]k=1 c=1[]]', "
+            "which this test's earlier sweep() holds; give each sweep() of a test a distinct "
+            'label, e.g. sweep(..., label="short") and sweep(..., label="long")',
+            "*test_suite.py::test_second_check_unlabelled: check_schedule(): its result "
+            "'schedule c=1' would be stored under the key *, which this test's earlier "
+            "check_schedule() holds; give each check_schedule() of a test a distinct label*",
+        ],
+        consecutive=False,
+    )
+    assert "TypeError" not in result.stdout.str()
+    report = files.load(pytester.path / "report.json")  # schema-checked
+    by_test: dict[str, list[str]] = {}
+    for r in report["results"]:
+        by_test.setdefault(r["nodeid"].rsplit("::", 1)[-1], []).append(r["label"])
+    grid = ["k=1 c=1", "k=1 c=16", "k=4 c=1", "k=4 c=16"]
+    # the refused second calls measured nothing: only the first call's results
+    assert by_test["test_second_sweep_unlabelled"] == grid
+    checked = ["fixed k=1 c=16", "fixed k=4 c=1", "schedule c=1", "schedule c=16"]
+    assert sorted(by_test["test_second_check_unlabelled"]) == sorted(grid + checked)
+    labelled = by_test["test_sweeps"]
+    assert sorted(labelled) == sorted(
+        [f"{which} {name}" for which in ("short", "long") for name in grid + checked]
+    )
+    sweeps = [s for s in report["sweeps"] if s["nodeid"].endswith("test_sweeps")]
+    assert [s["label"] for s in sweeps] == ["short", "long"]
+    assert [s["schedule"]["nodeid"] for s in sweeps] == [
+        "test_suite.py::test_sweeps[short]", "test_suite.py::test_sweeps[long]"
+    ]  # fmt: skip
+    checks = [c for c in report["schedule_checks"] if c["nodeid"].endswith("test_sweeps")]
+    assert [c["label"] for c in checks] == ["short", "long"]
+    assert ScheduleCheck.from_dict(checks[1]).label == "long"
+    out = result.stdout.str()
+    assert "test_suite.py::test_sweeps[short]: best k per concurrency" in out
+    assert "test_suite.py::test_sweeps[long]: schedule " in out
+
+
+def test_a_sweep_label_must_be_a_non_empty_string() -> None:
+    bench = Bench("org/target", DRAFT, source=FakeSource(), progress=None, trials=3)
+    for bad in ("", " ", 3):
+        with pytest.raises(ConfigError, match=r"sweep\(label=...\): expected a non-empty string"):
+            bench.sweep(["p"], max_tokens=4, num_speculative_tokens=[1], label=bad)  # type: ignore[arg-type]
+    assert bench.results == []
+    sweep = bench.sweep(["p"], max_tokens=4, num_speculative_tokens=[1, 2], label="a")
+    assert [r.label for r in bench.results] == ["a k=1 c=1", "a k=2 c=1"] and sweep.label == "a"
+    with pytest.raises(ConfigError, match=r"run\(label='a k=1 c=1'\): this test already stored"):
+        bench.run(["p"], max_tokens=4, label="a k=1 c=1")

@@ -38,3 +38,22 @@ def test_malformed_file_names_file_line_reason(tmp_path: Path, content: str, mes
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read"):
         load_prompts(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n', r"line 2: not UTF-8 \(byte 0xe9 at col"),
+        (b'{"prompt": "x", "id": ' + b"9" * 5000 + b"}", "line 1: a value Python cannot read"),
+        (b'{"prompt": "x"}\n' + b"[" * 100_000 + b"]" * 100_000, "line 2: nested too deeply"),
+    ],
+    ids=["not-utf8", "5000-digit-number", "deep-nesting"],
+)
+def test_unreadable_line_names_file_and_line(tmp_path: Path, content: bytes, message: str) -> None:
+    """What Python's decoder or parser refuses (not JSON syntax) is the same clear error, not
+    a raw UnicodeDecodeError, ValueError or RecursionError."""
+    f = tmp_path / "bad.jsonl"
+    f.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_prompts(f)
+    assert str(f) in str(info.value)

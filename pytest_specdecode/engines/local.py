@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,6 +16,8 @@ from typing import Any
 
 from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
 from .config import EngineConfig
+from .engine_log import raised_in
+from .interrupts import interrupts_held
 from .leftovers import remove_openmp_files, wait_gone
 from .memory import group_pids, process_titles
 from .protocol import Counters, LoadRound, Placement, PlainCalls, Round
@@ -43,6 +44,16 @@ def _tail(path: str, lines: int = 30) -> str:
             return "".join(fh.readlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def _logged_errors(path: str) -> str:
+    """The error lines of the tracebacks at the end of an engine log, as a message's lines
+    (``""``: none): what vLLM's own processes raised, which the worker never sees."""
+    errors = raised_in(path)
+    if not errors:
+        return ""
+    plural = "s" if len(errors) > 1 else ""
+    return f"\nThe engine log's error{plural}:" + "".join(f"\n  {line}" for line in errors)
 
 
 def _log_tail(path: str) -> str:
@@ -86,27 +97,6 @@ def _main_not_rerun() -> Iterator[None]:
         if main is not None:
             main.__dict__.pop("__spec__", None)
             main.__dict__.update(saved)
-
-
-@contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Hold a Ctrl-C back until the block ends (a worker started and registered is never
-    lost to an interrupt landing in between); then deliver it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:  # a handler not set from Python: leave it alone
-        yield
-        return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, _frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
-            signal.raise_signal(signal.SIGINT)
 
 
 class Engine(PlainCalls):
@@ -158,7 +148,7 @@ class Engine(PlainCalls):
         self._started = time.perf_counter()
         self._ready = False
         try:
-            with _sigint_held():
+            with interrupts_held():
                 with _environ(placement.env), _main_not_rerun():
                     self._process.start()
                 _RUNNING.add(self)
@@ -236,8 +226,8 @@ class Engine(PlainCalls):
         self.failed = True
         self.kill()
         return EngineCrashedError(
-            f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: {cause}.\n"
-            f"{_log_tail(self.log_path)}"
+            f"{self.config.describe()} (worker pid {self.pid}) died during {doing}: {cause}."
+            f"{_logged_errors(self.log_path)}\n{_log_tail(self.log_path)}"
         )
 
     def _core_died(self, doing: str, cause: str) -> EngineCrashedError:
@@ -247,8 +237,8 @@ class Engine(PlainCalls):
         self.kill()
         return EngineCrashedError(
             f"{self.config.describe()} (worker pid {self.pid}): vLLM's engine core died during "
-            f"{doing}: {cause}. The pool starts a fresh engine on its next use.\n"
-            f"{_log_tail(self.log_path)}"
+            f"{doing}: {cause}.{_logged_errors(self.log_path)}\nThe pool starts a fresh engine "
+            f"on its next use.\n{_log_tail(self.log_path)}"
         )
 
     def call(self, command: str, **kwargs: Any) -> Any:

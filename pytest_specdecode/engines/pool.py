@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from ..errors import EngineError, EngineStartError
 from .config import EngineConfig
 from .hardware import Device, detect_device
+from .interrupts import sigterm_as_interrupt, sigterm_restored
 from .local import Engine
 from .placement import memory_advice, out_of_memory, place
 from .protocol import Placement
@@ -54,7 +55,8 @@ class EnginePool:
     Engines a call needs together (``acquire``'s ``keep``) that are not running start at the
     same time where :func:`start_together` allows. Engine logs go to ``log_dir`` (by default a
     temporary folder, removed at :meth:`close` unless it holds the log of an engine that
-    failed: only those are kept).
+    failed: only those are kept). From the first start until :meth:`close`, SIGTERM is
+    handled as Ctrl-C (:mod:`.interrupts`).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class EnginePool:
         self._upcoming: list[frozenset[str]] = []  # needs of the work ahead, running test first
         self._gone: dict[str, str] = {}  # key -> why its engine is no longer running
         self._engine_factory = engine_factory
+        self._sigterm = False  # SIGTERM handled as Ctrl-C on this pool's behalf
         #: engines started (restarts included), engines started again, wall seconds waited
         self.starts = 0
         self.restarts = 0
@@ -176,6 +179,9 @@ class EnginePool:
     def _start_group(self, group: list[tuple[EngineConfig, Placement]]) -> None:
         """Start these engines at the same time and wait until all are ready."""
         __tracebackhide__ = True
+        if not self._sigterm:
+            sigterm_as_interrupt()
+            self._sigterm = True
         began = time.perf_counter()
         engines: list[tuple[EngineConfig, Engine]] = []
         for config, placement in group:
@@ -229,6 +235,9 @@ class EnginePool:
             self._close()
         finally:
             self.stop_seconds += time.perf_counter() - stopping
+            if self._sigterm:
+                self._sigterm = False
+                sigterm_restored()
 
     def _close(self) -> None:
         interrupted: BaseException | None = None

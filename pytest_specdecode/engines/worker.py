@@ -354,7 +354,7 @@ class _Engine:
             proc.join(max(0.0, deadline - time.monotonic()))  # reaps it once it is dead
             if proc.exitcode is not None:
                 died.append(f"process {proc.name} (pid {proc.pid}) {exit_cause(proc.exitcode)}")
-        what = "; ".join(died) if died else "no exit cause found (see the engine log)"
+        what = "; ".join(died) if died else "no engine-core process had exited"
         return f"{what} (vLLM raised {type(exc).__name__})"
 
     def shutdown(self) -> None:
@@ -472,6 +472,12 @@ class _CoreWatch:
         with self.lock:
             return _send(self.conn, message)
 
+    def dead(self, cause: str) -> None:
+        """Say in the log that the engine core died, and answer ``("dead", cause)`` (the one
+        place either is done)."""
+        print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
+        self.send(("dead", cause))
+
     def start(self) -> None:
         if getattr(self.engine, "core_exit", None) is not None:
             threading.Thread(target=self._watch, daemon=True, name="specdecode-core-watch").start()
@@ -487,9 +493,7 @@ class _CoreWatch:
             died_at = died_at or now
             busy = self.busy_since
             if busy is not None and now - max(died_at, busy) >= DEAD_CORE_GRACE:
-                cause += f" (vLLM did not raise within {DEAD_CORE_GRACE:g} s)"
-                print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
-                self.send(("dead", cause))
+                self.dead(f"{cause} (vLLM did not raise within {DEAD_CORE_GRACE:g} s)")
                 _kill_group_and_exit(0)
                 return  # (only a stand-in for the exit returns)
 
@@ -525,9 +529,7 @@ def serve(conn: Connection, engine: Any, info: dict[str, Any]) -> NoReturn:
         except BaseException as exc:
             watch.busy_since = None
             if is_engine_dead(exc) or _broken(engine):
-                cause = engine.dead_cause(exc)
-                print(f"specdecode worker: vLLM's engine core died: {cause}", flush=True)
-                watch.send(("dead", cause))
+                watch.dead(engine.dead_cause(exc))
                 _shutdown(engine)
                 _kill_group_and_exit(0)
             reply = ("error", traceback.format_exc())

@@ -202,6 +202,8 @@ class Bench:
         self.progress: Progress = progress or (lambda _: None)
         self._source, self._owns_source = source, source is None
         self.results: list[Result] = []
+        #: the call that stored each result label other than run() (named in a clash)
+        self._origin: dict[str, str] = {}
         #: what :meth:`load` measured
         self.loads: list[LoadResult] = []
         self.engine_info: dict[str, Any] = {}
@@ -400,6 +402,34 @@ class Bench:
             )
         return label
 
+    def _claim_all(self, call: str, labels: Sequence[str], fix: str) -> None:
+        """Refuse, before any engine starts, a ``call`` whose results would be stored under
+        keys this test holds already (two workloads under one key would be merged and
+        compared as one); ``fix`` says what to change."""
+        __tracebackhide__ = True
+        taken = {r.label for r in self.results}
+        for name in labels:
+            if name in taken:
+                by = self._origin.get(name, f"run(label={name!r})")
+                key = f"{self.name}[{name}]"
+                raise ConfigError(
+                    f"{self.name}: {call}(): its result {name!r} would be stored under the key "
+                    f"{key!r}, which this test's earlier {by} holds; {fix}"
+                )
+
+    @staticmethod
+    def _prefix(call: str, label: Any) -> str:
+        """``label`` (a non-empty string) and a space, put before each of ``call``'s own
+        labels; ``""`` without one."""
+        if label is None:
+            return ""
+        if not isinstance(label, str) or not label.strip():
+            raise ConfigError(
+                f'{call}(label=...): expected a non-empty string, e.g. label="long", '
+                f"got {label!r:.80}"
+            )
+        return f"{label} "
+
     def _cost_ratio(self, spec: EngineConfig, result: Result) -> float | None:
         """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
         from inside the speculative engine otherwise (its draft proposal per drafted token
@@ -563,6 +593,7 @@ class Bench:
         max_tokens: int,
         num_speculative_tokens: Sequence[int] | None = None,
         concurrency: Sequence[int] | None = None,
+        label: str | None = None,
         **run_kwargs: Any,
     ) -> Sweep:
         """Run the grid of ``num_speculative_tokens`` x ``concurrency``: one result per point.
@@ -570,7 +601,9 @@ class Bench:
         Each k is its own speculative engine (started once for all concurrencies); each
         concurrency sends ``max(len(prompts), c)`` prompts (cycled), ``c`` at a time. The sweep
         names the best k per concurrency and the crossover: the lowest concurrency at which the
-        best k's 95% interval lies wholly below 1.0.
+        best k's 95% interval lies wholly below 1.0. Each point's result is labelled
+        ``k=2 c=8``; ``label`` goes before it (``long k=2 c=8``): a second sweep of a test
+        needs one.
         """
         __tracebackhide__ = True
         prompts = validate_prompts(prompts, "sweep")
@@ -582,10 +615,12 @@ class Bench:
                 raise ConfigError(f"sweep({name}=...): expected positive integers, got {values!r}")
             if len(set(values)) != len(values):
                 raise ConfigError(f"sweep({name}=...): a value is listed twice in {values!r}")
-        taken = {r.label for r in self.results}
-        for k in ks:
-            for c in cs:
-                self._claim_label(f"k={k} c={c}", taken)  # refused before any engine starts
+        prefix = self._prefix("sweep", label)
+        self._claim_all(
+            "sweep", [f"{prefix}k={k} c={c}" for k in ks for c in cs],
+            'give each sweep() of a test a distinct label, e.g. sweep(..., label="short") and '
+            'sweep(..., label="long")',
+        )  # fmt: skip
         self._check_device([self.speculative], "sweep")
         # each point runs one fixed k: a batch-size schedule in the config is left out
         base_config = {
@@ -593,15 +628,16 @@ class Bench:
             for key, value in (self.speculative.speculative_config or {}).items()
             if key != SCHEDULE_KEY
         }
-        sweep = Sweep(self.name, base_config=base_config)
+        sweep = Sweep(self.name, base_config=base_config, label=prefix.strip())
         for k in ks:
             config = self._with_k(base_config, k)
             for c in cs:
                 batch = cycled(prompts, max(len(prompts), c))
                 result = self._run(
                     config, batch, max_tokens=max_tokens, concurrency=c,
-                    label=f"k={k} c={c}", **run_kwargs,
+                    label=f"{prefix}k={k} c={c}", **run_kwargs,
                 )  # fmt: skip
+                self._origin[result.label] = f"sweep({_label_arg(label)})"
                 sweep.add(k, c, result)
         return sweep
 
@@ -620,13 +656,15 @@ class Bench:
         max_tokens: int,
         concurrency: Sequence[int] | None = None,
         tolerance: float | None = None,
+        label: str | None = None,
         **run_kwargs: Any,
     ) -> ScheduleCheck:
         """Verify a :class:`~pytest_specdecode.measure.kschedule.KSchedule` (from
         ``sweep.schedule()``): at each concurrency (default: the ones the sweep measured) run
         the engine with the schedule (label ``schedule c=8``) and the best fixed k there
         (label ``fixed k=4 c=8``), each against the baseline, on ``max(len(prompts), c)``
-        prompts (cycled), ``c`` at a time, as :meth:`sweep` does.
+        prompts (cycled), ``c`` at a time, as :meth:`sweep` does; ``label`` goes before those
+        labels (``long schedule c=8``): a second check of a test needs one.
 
         A row fails only where the schedule is shown slower: the upper end of its speedup's 95%
         interval below ``(1 - tolerance)`` times the fixed k's speedup (default tolerance: the
@@ -642,11 +680,7 @@ class Bench:
                 f"check_schedule(schedule=...): expected the KSchedule of sweep.schedule(), got "
                 f"{type(schedule).__name__}"
             )
-        if "label" in run_kwargs:
-            raise ConfigError(
-                "check_schedule(label=...): each run is labelled 'schedule c=N' or "
-                "'fixed k=K c=N'; leave label out"
-            )
+        prefix = self._prefix("check_schedule", label)
         if self.served:
             raise ConfigError(
                 "check_schedule: needs local engines (it starts an engine with the schedule and "
@@ -664,17 +698,21 @@ class Bench:
         labels = [f"schedule c={p.concurrency}" for p in plan if p.scheduled_k] + [
             f"fixed k={p.fixed_k} c={p.concurrency}" for p in plan if p.scheduled_k
         ]
-        taken = {r.label for r in self.results}
-        for label in labels:
-            self._claim_label(label, taken)  # refused before any engine starts
+        self._claim_all(
+            "check_schedule", [prefix + name for name in labels],
+            "give each check_schedule() of a test a distinct label, e.g. "
+            'check_schedule(..., label="short") and check_schedule(..., label="long")',
+        )  # fmt: skip
         self._say(f"checking the schedule {schedule.summary()}")
         measured: dict[str, Result] = {}
 
-        def run(config: EngineConfig, c: int, label: str) -> None:
+        def run(config: EngineConfig, c: int, name: str) -> None:
             batch = cycled(prompts, max(len(prompts), c))
-            measured[label] = self._run(
-                config, batch, max_tokens=max_tokens, concurrency=c, label=label, **run_kwargs
-            )
+            measured[name] = self._run(
+                config, batch, max_tokens=max_tokens, concurrency=c, label=prefix + name,
+                **run_kwargs,
+            )  # fmt: skip
+            self._origin[prefix + name] = f"check_schedule({_label_arg(label)})"
 
         groups = [(scheduled, [(p.concurrency, f"schedule c={p.concurrency}") for p in plan
                                if p.scheduled_k])]  # fmt: skip
@@ -685,11 +723,11 @@ class Bench:
             groups.append((fixed, runs))
         # one engine's runs together, the engines still running from the sweep first
         for config, runs in sorted(groups, key=lambda g: not self.source.is_running(g[0])):
-            for c, label in runs:
-                run(config, c, label)
+            for c, name in runs:
+                run(config, c, name)
         with_draft = draft_model(schedule.base_config) is not None
         rows = tuple(check_row(p, measured, tol, with_draft) for p in plan)
-        check = ScheduleCheck(self.name, schedule, tol, rows)
+        check = ScheduleCheck(self.name, schedule, tol, rows, label=prefix.strip())
         self._say(check.summary())
         return check
 
@@ -720,16 +758,16 @@ class Bench:
             )
         configs = candidate_configs(candidates, self.speculative, served=self.served)
         self._check_device(list(configs.values()), "choose_draft")
-        taken = {r.label for r in self.results}
-        for name in configs:
-            self._claim_label(name, taken)  # refused before any engine starts
+        self._claim_all("choose_draft", list(configs), "rename the candidates")
         # an engine already running goes first (it may have to make room for the next ones);
         # the ranking does not depend on the order
         order = sorted(configs, key=lambda name: not self.source.is_running(configs[name]))
-        results = {
-            name: self._run(configs[name], prompts, max_tokens=max_tokens, label=name, **run_kwargs)
-            for name in order
-        }
+        results = {}
+        for name in order:
+            results[name] = self._run(
+                configs[name], prompts, max_tokens=max_tokens, label=name, **run_kwargs
+            )
+            self._origin[name] = "choose_draft()"
         return Ranking.of(self.name, {name: results[name] for name in configs})
 
     def sample_equivalence(
@@ -774,3 +812,8 @@ class Bench:
                 temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
                 nodeid=self.name, **sampling,
             )  # fmt: skip
+
+
+def _label_arg(label: str | None) -> str:
+    """How a call's ``label`` argument reads in a message (nothing without one)."""
+    return "" if label is None else f"label={label!r}"

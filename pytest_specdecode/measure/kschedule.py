@@ -145,15 +145,21 @@ class KSchedule:
         return largest or int(self.base_config.get("num_speculative_tokens") or 1)
 
     @property
+    def uniform(self) -> bool:
+        """Whether the schedule is one k (> 0) at every batch size: a plain fixed k."""
+        return len(self.entries) == 1 and self.entries[0][2] > 0
+
+    @property
     def speculative_config(self) -> dict[str, Any]:
         """The base config with ``num_speculative_tokens`` = the largest k and the schedule
         (``num_speculative_tokens_per_batch_size``): for ``vllm.LLM(speculative_config=...)``
-        or ``vllm serve --speculative-config``."""
-        return {
-            **self.base_config,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            SCHEDULE_KEY: [list(e) for e in self.entries],
-        }
+        or ``vllm serve --speculative-config``. A :attr:`uniform` schedule is the plain fixed
+        k, without the schedule: vLLM runs a schedule differently from a fixed k even where
+        it never changes k (vllm#49548)."""
+        config = {**self.base_config, "num_speculative_tokens": self.num_speculative_tokens}
+        if not self.uniform:
+            config[SCHEDULE_KEY] = [list(e) for e in self.entries]
+        return config
 
     @property
     def largest_concurrency(self) -> int:
@@ -308,6 +314,7 @@ class ScheduleCheck:
     schedule: KSchedule
     tolerance: float
     rows: tuple[ScheduleRow, ...]
+    label: str = ""  # check_schedule(label=...): "" for none
 
     @property
     def holds(self) -> bool:
@@ -326,11 +333,13 @@ class ScheduleCheck:
             + f" (shown more than {self.tolerance:.0%} slower than the best fixed k)"
         )
         rows = "; ".join(row.describe() for row in self.rows)
-        return f"{self.nodeid}: schedule {self.schedule.summary()} {verdict}: {rows}"
+        name = f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
+        return f"{name}: schedule {self.schedule.summary()} {verdict}: {rows}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodeid": self.nodeid,
+            **({"label": self.label} if self.label else {}),
             "schedule": self.schedule.to_dict(),
             "tolerance": self.tolerance,
             "rows": [row.to_dict() for row in self.rows],
@@ -345,6 +354,7 @@ class ScheduleCheck:
             schedule=KSchedule.from_dict(data["schedule"]),
             tolerance=float(data["tolerance"]),
             rows=tuple(ScheduleRow.from_dict(r) for r in data["rows"]),
+            label=str(data.get("label") or ""),
         )
 
 

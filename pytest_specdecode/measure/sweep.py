@@ -12,12 +12,18 @@ from .result import Result
 
 @dataclass
 class Sweep:
-    """Results of ``specdecode.sweep``, one per (k, concurrency) point, and the speculative
-    config the sweep varied k in (``base_config``)."""
+    """Results of ``specdecode.sweep``, one per (k, concurrency) point, the speculative
+    config the sweep varied k in (``base_config``) and the sweep's ``label`` (``""``: none)."""
 
     nodeid: str
     points: list[tuple[int, int, Result]] = field(default_factory=list)
     base_config: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """``nodeid``, and ``[label]`` after it for a labelled sweep."""
+        return f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
 
     def add(self, k: int, concurrency: int, result: Result) -> None:
         self.points.append((k, concurrency, result))
@@ -52,14 +58,14 @@ class Sweep:
         larger batches than the sweep measured keep the last choice (vLLM carries the last
         range forward). The entries are checked with the installed vLLM's own rules.
         """
-        tolerance = check_tolerance(tolerance, f"{self.nodeid}: schedule")
+        tolerance = check_tolerance(tolerance, f"{self.name}: schedule")
         if not self.points:
-            raise ConfigError(f"{self.nodeid}: schedule(): the sweep measured nothing")
+            raise ConfigError(f"{self.name}: schedule(): the sweep measured nothing")
         grid: dict[int, dict[int, Result]] = {}
         for k, c, result in self.points:
             grid.setdefault(c, {})[k] = result
         choices = [choose_k(c, by_k, tolerance) for c, by_k in sorted(grid.items())]
-        return KSchedule.of(self.nodeid, choices, self.base_config, tolerance)
+        return KSchedule.of(self.name, choices, self.base_config, tolerance)
 
     def summary(self) -> str:
         best = ", ".join(
@@ -71,11 +77,12 @@ class Sweep:
             if crossover is not None
             else f"no crossover: speculation still pays at concurrency {max(self.concurrencies)}"
         )
-        return f"{self.nodeid}: best k per concurrency: {best}; {tail}"
+        return f"{self.name}: best k per concurrency: {best}; {tail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodeid": self.nodeid,
+            **({"label": self.label} if self.label else {}),
             "points": [
                 {
                     "num_speculative_tokens": k,

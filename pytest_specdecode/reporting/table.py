@@ -268,7 +268,8 @@ def sweep_line(sweep: Mapping[str, Any]) -> str:
         else "no crossover: speculation still pays at concurrency "
         + str(max((c for _, c in points), default="-"))
     )
-    return printable(f"{sweep.get('nodeid')}: best k per concurrency: {best}; {tail}")
+    name = f"{sweep.get('nodeid')}" + (f"[{sweep['label']}]" if sweep.get("label") else "")
+    return printable(f"{name}: best k per concurrency: {best}; {tail}")
 
 
 def _interval(value: float | None, ci: Sequence[float] | None) -> str:
