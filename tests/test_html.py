@@ -62,8 +62,9 @@ def report_page(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> P
     return pytester.path / "report.html"
 
 
-#: speedup, acceptance, two sweep charts and the ranking's speedup against memory
-CHARTS = 5
+#: speedup, acceptance, two sweep charts, the sweep's break-even chart (its points carry
+#: phases) and the ranking's speedup against memory
+CHARTS = 6
 
 
 def test_page_is_self_contained_with_charts(report_page: Path) -> None:

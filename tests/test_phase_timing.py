@@ -274,7 +274,7 @@ def test_phase_timing_off_leaves_the_engine_kwargs_alone() -> None:
 def test_the_worker_extension_includes_the_users_extension(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(USER_EXTENSION_ENV, "tests.test_phases.UserExtension")
+    monkeypatch.setenv(USER_EXTENSION_ENV, "tests.test_phase_timing.UserExtension")
     phases._extension.cache_clear()
     try:
         extension = phases.WorkerExtension

@@ -142,7 +142,7 @@ def test_sweep_line_is_the_sweeps_own_summary() -> None:
 
     def point(speedup: float, high: float) -> Any:
         return SimpleNamespace(speedup=speedup, speedup_ci=(speedup - 0.1, high),
-                               acceptance_rate=0.5)  # fmt: skip
+                               acceptance_rate=0.5, phases=None)  # fmt: skip
 
     sweep = Sweep("t.py::test_s")
     for k, c, s, high in ((1, 1, 1.5, 1.6), (2, 1, 1.8, 1.9), (1, 8, 0.8, 0.9), (2, 8, 0.7, 0.8)):
