@@ -62,3 +62,18 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise ConfigError(f"prompt file {path}: holds no prompt")
     return prompts
+
+
+# The standard sets shipped with the package, the user's own files and chat templates
+# (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat.
+from .workloads import STANDARD_SETS, chat, from_file, standard  # noqa: E402
+
+__all__ = [
+    "STANDARD_SETS",
+    "Prompt",
+    "chat",
+    "from_file",
+    "load_prompts",
+    "prompt_schema",
+    "standard",
+]
