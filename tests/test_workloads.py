@@ -231,3 +231,22 @@ def test_importing_prompts_imports_no_transformers() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the example suite's table on the docs page -----------------------------------------------
+def test_standard_sets_table_renders_the_suites_rows() -> None:
+    import runpy
+
+    render = runpy.run_path(str(PACKAGE.parent / "scripts" / "render_docs.py"), run_name="x")
+    row = {
+        "nodeid": "example_suites/test_standard_sets.py::test_mt_bench_by_category",
+        "category": "mt-bench", "label": "coding", "num_prompts": 8, "speedup": 1.234,
+        "speedup_ci": [1.1, 1.3], "acceptance_rate": 0.5, "mean_acceptance_length": 2.75,
+        "match_rate": 1.0,
+    }  # fmt: skip
+    other = {**row, "nodeid": "example_suites/test_creative.py::test_story_continuation"}
+    table = render["standard_sets_table"]({"results": [other, row]})
+    assert table.splitlines()[2:] == [
+        "| mt-bench | coding | 8 | 1.23x [1.10-1.30] | 0.50 | 2.75 | 1.00 |"
+    ]
+    assert "Not in the recorded run" in render["standard_sets_table"]({"results": [other]})
