@@ -43,7 +43,7 @@ def recipe_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict
     (folder / "pytest.ini").write_text("[pytest]\n")
     report = folder / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "-s",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfs", "-s",
          "--specdecode-trials", "2", "--specdecode-cost-ratio", "off",
          "--specdecode-report", str(report)],
         cwd=folder, capture_output=True, text=True, timeout=600,
