@@ -1,7 +1,8 @@
 """Check a built sdist and wheel: ``python .ci/check_dist.py DIST_DIR``.
 
-The wheel must carry every file of the tiny models, the JSON schemas, the model card and
-``py.typed`` byte for byte as in the source tree, the license, the version in
+The wheel must carry every file of the tiny models, the JSON schemas, the standard prompt sets
+(each with its ``LICENSE`` and ``SOURCE.md``), the model card and ``py.typed`` byte for byte as
+in the source tree, the license, the version in
 ``pytest_specdecode/__init__.py`` and the pytest entry point; the sdist must carry the tests.
 Exits 1 naming each missing or differing file.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pytest_specdecode"
 #: Package data (pyproject's [tool.setuptools.package-data]): every file under these.
-DATA = ("tiny/weights", "schemas")
+DATA = ("tiny/weights", "schemas", "data")
 DATA_FILES = ("py.typed", "tiny/MODEL_CARD.md")
 
 
@@ -30,7 +31,22 @@ def _version() -> str:
     raise SystemExit("no __version__ in pytest_specdecode/__init__.py")
 
 
+#: Every standard prompt set (``pytest_specdecode/data/<set>/``) ships these beside its data.
+SET_FILES = ("LICENSE", "SOURCE.md")
+
+
+def _sets() -> list[Path]:
+    """The standard sets' folders; a folder lacking its licence or source stops the check."""
+    folders = sorted(p for p in (PACKAGE / "data").iterdir() if p.is_dir())
+    for folder in folders:
+        missing = [n for n in SET_FILES if not (folder / n).is_file()]
+        if missing or not list(folder.glob("*.gz")):
+            raise SystemExit(f"{folder}: a standard set needs {SET_FILES} and its .gz data")
+    return folders
+
+
 def _expected() -> list[Path]:
+    _sets()
     files = [PACKAGE / name for name in DATA_FILES]
     for folder in DATA:
         files += sorted(

@@ -38,6 +38,11 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
     # tolerance: how close to the fastest k a smaller k must be to be scheduled;
     # check_tolerance: how close the schedule must come to the best fixed k when checked
     "k_schedule": {"tolerance": 0.05, "check_tolerance": 0.05},
+    # the standard sets (test_standard_sets.py); min_category_spread: how far apart the
+    # highest and lowest acceptance of MT-Bench's categories must be at least
+    "mt-bench": {"min_acceptance_rate": 0.3, "min_category_spread": 0.04},
+    "humaneval": {"min_acceptance_rate": 0.35},
+    "gsm8k": {"min_acceptance_rate": 0.3},
 }
 
 #: Engines resident at once on the tiny models (the plugin's default is 2).

@@ -85,3 +85,18 @@ def _parse(line: str, where: str) -> Any:
             f"{where}: nested too deeply to read (arrays or objects inside each other hundreds "
             "of levels deep)"
         ) from None
+
+
+# The standard sets shipped with the package, the user's own files and chat templates
+# (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat.
+from .workloads import STANDARD_SETS, chat, from_file, standard  # noqa: E402
+
+__all__ = [
+    "STANDARD_SETS",
+    "Prompt",
+    "chat",
+    "from_file",
+    "load_prompts",
+    "prompt_schema",
+    "standard",
+]

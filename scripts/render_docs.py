@@ -115,6 +115,33 @@ def short_table(report: Mapping[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
+#: The example suite over the standard sets (one labelled result per category).
+STANDARD_SUITE = "example_suites/test_standard_sets.py"
+
+
+def standard_sets_table(report: Mapping[str, Any]) -> str:
+    """The standard sets' results, one row per category (set = the marker's category, category
+    = the result's label); a run recorded before the suite existed says so."""
+    rows = [r for r in results(report) if str(r["nodeid"]).startswith(STANDARD_SUITE)]
+    if not rows:
+        return (
+            f"*Not in the recorded run: `{STANDARD_SUITE}` is newer than it; the next "
+            "recording of the example suites fills this table.*\n"
+        )
+    lines = [
+        "| set | category | prompts | speedup [95% CI] | accept rate | accept len | match |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        low, high = r["speedup_ci"]
+        lines.append(
+            f"| {r['category']} | {r['label'] or '-'} | {r['num_prompts']} | "
+            f"{r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | {r['acceptance_rate']:.2f} | "
+            f"{r['mean_acceptance_length']:.2f} | {r['match_rate']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def run_line(report: Mapping[str, Any]) -> str:
     run = load(RUN)
     session = report["session"]
@@ -193,6 +220,7 @@ def generators(report: Mapping[str, Any]) -> dict[str, Callable[[], str]]:
         "example-summary": lambda: summary_text(report),
         "example-short-table": lambda: short_table(report),
         "example-run": lambda: run_line(report),
+        "standard-sets": lambda: standard_sets_table(report),
         "bench-script": bench_script,
     }
 

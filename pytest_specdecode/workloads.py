@@ -1,0 +1,327 @@
+"""Standard workloads offline: MT-Bench, HumanEval and GSM8K shipped in the package, the user's
+own prompt files (vLLM's custom JSONL, ShareGPT JSON, plain text) and chat templates.
+
+Reached as ``pytest_specdecode.prompts.standard``, ``prompts.from_file`` and ``prompts.chat``.
+The data sets live in ``pytest_specdecode/data/<set>/`` (gzip-compressed, each beside its
+``LICENSE`` and ``SOURCE.md``) and are read without network. ``chat`` imports transformers only
+when called.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["STANDARD_SETS", "StandardSet", "chat", "from_file", "standard"]
+
+
+@dataclass(frozen=True)
+class StandardSet:
+    """One shipped data set: where its file is, which field is the prompt, its categories."""
+
+    name: str
+    #: The data file under ``pytest_specdecode/data/`` (JSON Lines, gzip-compressed).
+    file: str
+    #: The categories, usable as the ``specdecode`` marker's workload category.
+    categories: tuple[str, ...]
+    #: How many prompts the set holds (checked when it is read).
+    size: int
+    #: How many turns each prompt has (MT-Bench: 2).
+    turns: int = 1
+
+
+#: The data sets ``standard()`` knows, by name.
+STANDARD_SETS: dict[str, StandardSet] = {
+    s.name: s
+    for s in (
+        StandardSet(
+            "mt-bench",
+            "mt-bench/question.jsonl.gz",
+            (
+                "writing",
+                "roleplay",
+                "reasoning",
+                "math",
+                "coding",
+                "extraction",
+                "stem",
+                "humanities",
+            ),
+            size=80,
+            turns=2,
+        ),  # fmt: skip
+        StandardSet("humaneval", "humaneval/HumanEval.jsonl.gz", ("code",), size=164),
+        StandardSet("gsm8k", "gsm8k/test.jsonl.gz", ("math",), size=1319),
+    )
+}
+
+
+@cache
+def _records(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(category, turns)`` of every item of a shipped set, in file order."""
+    spec = STANDARD_SETS[name]
+    raw = resources.files("pytest_specdecode").joinpath("data", spec.file).read_bytes()
+    items = []
+    for line in gzip.decompress(raw).decode("utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if name == "mt-bench":
+            items.append((str(row["category"]), tuple(str(t) for t in row["turns"])))
+        elif name == "humaneval":
+            items.append(("code", (str(row["prompt"]),)))
+        else:
+            items.append(("math", (str(row["question"]),)))
+    if len(items) != spec.size:  # a damaged install, not a user error
+        raise ConfigError(
+            f"standard({name!r}): pytest_specdecode/data/{spec.file} holds {len(items)} "
+            f"prompts, expected {spec.size}; reinstall pytest-specdecode"
+        )
+    return tuple(items)
+
+
+def standard(
+    name: str,
+    *,
+    category: str | None = None,
+    n: int | None = None,
+    seed: int = 0,
+    turn: int = 1,
+) -> list[str]:
+    """The prompts of a standard set as raw text, read from the package (no network).
+
+    ``name`` is ``"mt-bench"`` (80 two-turn questions, 10 in each of 8 categories),
+    ``"humaneval"`` (164 Python problems, category ``"code"``) or ``"gsm8k"`` (the 1,319
+    test problems, category ``"math"``). ``category`` keeps one category; ``n`` draws that many
+    prompts at random (``seed``; without ``n`` the set's own order); ``turn`` picks MT-Bench's
+    first or second question (the second alone, without the first answer: for a conversation,
+    build the messages and use :func:`chat`).
+    """
+    where = f"standard({name!r})"
+    if name not in STANDARD_SETS:
+        raise ConfigError(
+            f"standard({name!r}): unknown set; the sets shipped: {', '.join(STANDARD_SETS)}"
+        )
+    spec = STANDARD_SETS[name]
+    if category is not None and category not in spec.categories:
+        raise ConfigError(
+            f"{where}: unknown category {category!r}; its categories: {', '.join(spec.categories)}"
+        )
+    if isinstance(turn, bool) or not isinstance(turn, int) or not 1 <= turn <= spec.turns:
+        allowed = "1 or 2" if spec.turns == 2 else "1 (its prompts have one turn)"
+        raise ConfigError(f"{where}: turn must be {allowed}, got {turn!r}")
+    prompts = [turns[turn - 1] for cat, turns in _records(name) if category in (None, cat)]
+    if n is None:
+        return prompts
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(prompts):
+        chosen = f"category {category!r} of {name}" if category else name
+        raise ConfigError(f"{where}: n must be between 1 and {len(prompts)} ({chosen}), got {n!r}")
+    return random.Random(seed).sample(prompts, n)
+
+
+# -- the user's own files ----------------------------------------------------------------------
+FILE_FORMATS = ("jsonl", "sharegpt", "text")
+
+
+def from_file(path: str | Path, *, format: str | None = None) -> list[str]:  # noqa: A002
+    """The prompts of a file, as raw text; errors name the file, the line and what was expected.
+
+    Formats (by ``format``, else by suffix): ``"jsonl"`` (``.jsonl``; vLLM's custom data set,
+    ``{"prompt": "..."}`` per line), ``"sharegpt"`` (``.json``; a list of
+    ``{"conversations": [{"from": "human", "value": "..."}, ...]}``, the first human turn of
+    each; entries with no human turn are skipped, as ``vllm bench`` skips them) and ``"text"``
+    (anything else; one prompt per line). Blank lines are skipped.
+    """
+    path = Path(path)
+    if format is None:
+        format = {".jsonl": "jsonl", ".json": "sharegpt"}.get(path.suffix.lower(), "text")
+    if format not in FILE_FORMATS:
+        raise ConfigError(
+            f"from_file({str(path)!r}, format={format!r}): unknown format; "
+            f"known: {', '.join(FILE_FORMATS)}"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"prompt file {path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        bad = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"prompt file {path}, line {bad}: not UTF-8 text") from None
+    if format == "sharegpt":
+        prompts = _sharegpt(path, text)
+    else:
+        prompts = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            prompts.append(line if format == "text" else _jsonl_prompt(path, number, line))
+    if not prompts:
+        raise ConfigError(f"prompt file {path}: holds no prompt (read as {format})")
+    return prompts
+
+
+def _jsonl_prompt(path: Path, number: int, line: str) -> str:
+    where = f"prompt file {path}, line {number}"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where}: not valid JSON ({exc.msg}, column {exc.colno}); expected "
+            '{"prompt": "..."} on each line'
+        ) from None
+    if not isinstance(row, dict) or "prompt" not in row:
+        raise ConfigError(f'{where}: expected an object with a "prompt" key, got {line:.80}')
+    prompt = row["prompt"]
+    if not isinstance(prompt, str) or not prompt:
+        raise ConfigError(f'{where}: "prompt" must be a non-empty string, got {prompt!r:.80}')
+    return prompt
+
+
+def _sharegpt(path: Path, text: str) -> list[str]:
+    """The first human turn of each entry; each entry's line is found by decoding the list
+    element by element."""
+    decoder = json.JSONDecoder()
+
+    def line_at(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    def fail(pos: int, what: str) -> ConfigError:
+        return ConfigError(f"prompt file {path}, line {line_at(pos)}: {what}")
+
+    pos = _skip_space(text, 0)
+    if not text.startswith("[", pos):
+        raise fail(pos, 'expected a JSON list of {"conversations": [...]} entries (ShareGPT)')
+    pos = _skip_space(text, pos + 1)
+    prompts: list[str] = []
+    first = True
+    while not text.startswith("]", pos):
+        if not first:
+            if not text.startswith(",", pos):
+                raise fail(pos, "not valid JSON (expected ',' or ']' after an entry)")
+            pos = _skip_space(text, pos + 1)
+        first = False
+        start = pos
+        try:
+            entry, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"prompt file {path}, line {exc.lineno}: not valid JSON ({exc.msg}, "
+                f"column {exc.colno})"
+            ) from None
+        pos = _skip_space(text, pos)
+        prompt = _first_human_turn(entry, lambda what, at=start: fail(at, what))
+        if prompt is not None:
+            prompts.append(prompt)
+        if pos >= len(text):
+            raise fail(pos, "not valid JSON (the list is not closed with ']')")
+    if text[_skip_space(text, pos + 1) :].strip():
+        raise fail(_skip_space(text, pos + 1), "not valid JSON (text after the list)")
+    return prompts
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _first_human_turn(entry: Any, fail: Any) -> str | None:
+    expected = 'expected {"conversations": [{"from": "human", "value": "..."}, ...]}'
+    if not isinstance(entry, dict) or not isinstance(entry.get("conversations"), list):
+        raise fail(f"{expected}, got {json.dumps(entry)[:80]}")
+    for turn in entry["conversations"]:
+        if not isinstance(turn, dict) or not isinstance(turn.get("from"), str):
+            raise fail(f'each turn must be {{"from": ..., "value": ...}}, got {turn!r:.80}')
+        if turn["from"] in ("human", "user"):
+            value = turn.get("value")
+            if not isinstance(value, str) or not value:
+                raise fail(f'a human turn\'s "value" must be a non-empty string, got {value!r:.80}')
+            return value
+    return None
+
+
+# -- chat templates --------------------------------------------------------------------------
+def chat(
+    model: str | Path,
+    messages_or_texts: Sequence[str | Sequence[Mapping[str, str]]],
+    *,
+    system: str | None = None,
+    tokenize: bool = False,
+) -> list[Any]:
+    """Prompts as the model's own chat template renders them, with the generation prompt.
+
+    ``model`` is a local model folder (or a name already in the Hugging Face cache: nothing is
+    downloaded). Each item is a text (one user message) or a conversation (a list of
+    ``{"role": ..., "content": ...}``); ``system`` puts a system message first. Returns texts,
+    or with ``tokenize=True`` vLLM token prompts (``{"prompt_token_ids": [...]}``, encoded
+    without adding special tokens again, as vLLM's acceptance-length test does). A model
+    without a chat template is an error.
+    """
+    where = f"chat({str(model)!r})"
+    if isinstance(messages_or_texts, str | bytes) or not isinstance(messages_or_texts, Sequence):
+        raise ConfigError(f"{where}: expected a list of texts or conversations")
+    conversations = [
+        _conversation(where, i, item, system) for i, item in enumerate(messages_or_texts)
+    ]
+    if not conversations:
+        raise ConfigError(f"{where}: the list of texts or conversations is empty")
+    tokenizer = _tokenizer(str(model))
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"{where}: the model's tokenizer has no chat template (none in its "
+            "tokenizer_config.json or chat_template.jinja): it is not a chat model. Use the raw "
+            "prompts, or add the template the model was trained with to tokenizer_config.json "
+            '("chat_template")'
+        )
+    texts = [
+        str(tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True))
+        for c in conversations
+    ]
+    if not tokenize:
+        return texts
+    return [
+        {"prompt_token_ids": list(tokenizer.encode(t, add_special_tokens=False))} for t in texts
+    ]
+
+
+def _conversation(where: str, index: int, item: Any, system: str | None) -> list[dict[str, str]]:
+    head = [{"role": "system", "content": system}] if system is not None else []
+    if isinstance(item, str):
+        if not item:
+            raise ConfigError(f"{where}: item {index} is an empty text")
+        return [*head, {"role": "user", "content": item}]
+    if isinstance(item, Sequence) and item and all(
+        isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(
+            m.get("content"), str
+        ) for m in item
+    ):  # fmt: skip
+        return [*head, *({"role": m["role"], "content": m["content"]} for m in item)]
+    raise ConfigError(
+        f'{where}: item {index} must be a text or a list of {{"role": ..., "content": ...}} '
+        f"messages, got {item!r:.80}"
+    )
+
+
+def _tokenizer(model: str) -> Any:
+    folder = Path(model).expanduser()
+    if (folder.is_absolute() or model.startswith((".", "~"))) and not folder.is_dir():
+        raise ConfigError(f"chat({model!r}): no such model folder")
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"chat({model!r}): cannot load a tokenizer from a local folder or the Hugging Face "
+            f"cache ({str(exc).splitlines()[0]:.200}); chat() never downloads: give the model's "
+            "folder"
+        ) from None
