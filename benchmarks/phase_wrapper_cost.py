@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=4, help="requests per decode step")
     parser.add_argument("--repeats", type=int, default=7, help="repeats of each (median)")
     args = parser.parse_args(argv)
-    plain = statistics.median(
-        per_step(args.steps, args.batch, False) for _ in range(args.repeats)
-    )
+    plain = statistics.median(per_step(args.steps, args.batch, False) for _ in range(args.repeats))
     timed = statistics.median(per_step(args.steps, args.batch, True) for _ in range(args.repeats))
     print(
         f"{args.steps} decode steps of {args.batch} requests, median of {args.repeats}: "
