@@ -665,21 +665,26 @@ def _costs(r: Row) -> str:
     return text + (f" ({why})" if why and pays(figures) is False else "")
 
 
+def _break_even_and_measured(figures: Mapping[str, Any]) -> tuple[str, str]:
+    """``("2.10 [1.90-2.30]", "3.40 [3.20-3.60]")``: the break-even and the measured
+    acceptance length, each with its interval."""
+    return (
+        with_interval(_number(figures.get("break_even_length")),
+                      interval(figures, "break_even_ci"), ".2f"),
+        with_interval(_number(figures.get("acceptance_length")),
+                      interval(figures, "acceptance_length_ci"), ".2f"),
+    )  # fmt: skip
+
+
 def _lengths(figures: Mapping[str, Any]) -> str:
     """``acceptance length 3.40 [3.20-3.60] against break-even 2.10 [1.90-2.30]``."""
-    measured = with_interval(_number(figures.get("acceptance_length")),
-                             interval(figures, "acceptance_length_ci"), ".2f")  # fmt: skip
-    be = with_interval(_number(figures.get("break_even_length")),
-                       interval(figures, "break_even_ci"), ".2f")  # fmt: skip
+    be, measured = _break_even_and_measured(figures)
     return f"acceptance length {measured} against break-even {be}"
 
 
 def _pair(figures: Mapping[str, Any]) -> str:
     """``2.10 [1.90-2.30] vs 3.40 [3.20-3.60]``: the break-even, then the measured length."""
-    be = with_interval(_number(figures.get("break_even_length")),
-                       interval(figures, "break_even_ci"), ".2f")  # fmt: skip
-    measured = with_interval(_number(figures.get("acceptance_length")),
-                             interval(figures, "acceptance_length_ci"), ".2f")  # fmt: skip
+    be, measured = _break_even_and_measured(figures)
     return f"{be} vs {measured}"
 
 
