@@ -176,7 +176,11 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
     assert "speedup [95% CI]" in table
     lines = table.split("speedup [95% CI]", 1)[1].splitlines()[2:]  # past the header's rule
     rows = []
+    phases = []
     for line in lines:  # the results table, up to the first line that is not a row
+        if line.startswith("  phases: "):  # each row's phase line, under it
+            phases.append(line)
+            continue
         if not line.startswith("test_"):
             break
         rows.append(line)
@@ -192,6 +196,8 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
         "test_choose_draft",
     ]
     assert rows[0].rstrip().endswith("pass") and rows[1].rstrip().endswith("FAIL")
+    # timed inside both local engines: a phase line with figures under every row
+    assert len(phases) == len(rows) and all("break-even" in line for line in phases), phases
 
 
 def test_engines_are_reused(suite_run: Any) -> None:
