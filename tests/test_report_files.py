@@ -210,17 +210,23 @@ def _update_many(path: str, prefix: str, barrier: Any) -> None:
         report.update_baseline(path, [entry(f"t.py::{prefix}{i}")], {}, {"writer": prefix})
 
 
-def test_concurrent_updates_lose_no_entry(tmp_path: Path) -> None:
-    path = save(tmp_path / "base.json", entry("t.py::kept"))
+def _race(path: Path, writer: Any) -> set[str]:
+    """Two spawned processes run ``writer(path, prefix, barrier)`` at once (prefixes a and
+    b); both must exit 0. The keys the file then holds."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
-    writers = [ctx.Process(target=_update_many, args=(str(path), p, barrier)) for p in "ab"]
+    writers = [ctx.Process(target=writer, args=(str(path), p, barrier)) for p in "ab"]
     for w in writers:
         w.start()
     for w in writers:
         w.join(120)
     assert [w.exitcode for w in writers] == [0, 0]
-    keys = {r["nodeid"] for r in report.load(path)["results"]}
+    return {r["nodeid"] for r in report.load(path)["results"]}
+
+
+def test_concurrent_updates_lose_no_entry(tmp_path: Path) -> None:
+    path = save(tmp_path / "base.json", entry("t.py::kept"))
+    keys = _race(path, _update_many)
     expected = {f"t.py::{p}{i}" for p in "ab" for i in range(UPDATES)} | {"t.py::kept"}
     assert keys == expected
 
@@ -316,15 +322,7 @@ def _save_many(path: str, prefix: str, barrier: Any) -> None:
 
 def test_concurrent_saves_lose_no_entry(tmp_path: Path) -> None:
     path = save(tmp_path / "saved.json", entry("t.py::kept"))
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(2)
-    writers = [ctx.Process(target=_save_many, args=(str(path), p, barrier)) for p in "ab"]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join(120)
-    assert [w.exitcode for w in writers] == [0, 0]
-    keys = {r["nodeid"] for r in report.load(path)["results"]}
+    keys = _race(path, _save_many)
     assert keys == {f"t.py::{p}{i}" for p in "ab" for i in range(SAVES)} | {"t.py::kept"}
 
 
