@@ -32,9 +32,9 @@ def candidates(specdecode):  # type: ignore[no-untyped-def]
     return {"draft": configured.speculative_config, "weak_draft": weak, "ngram": NGRAM}
 
 
-# Ten paired rounds per candidate (default five): a ranking compares intervals, and the rounds
+# Six paired rounds per candidate (default five): a ranking compares intervals, and the rounds
 # cost seconds where each candidate's engine start costs half a minute on a CPU.
-@pytest.mark.specdecode("structured", trials=10)
+@pytest.mark.specdecode("structured", trials=6)
 def test_choose_draft(specdecode):  # type: ignore[no-untyped-def]
     baseline = specdecode.engine("baseline")
     choices = candidates(specdecode)

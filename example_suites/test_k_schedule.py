@@ -9,7 +9,7 @@ fastest is slower than the target alone); vLLM's scheduler then picks k by batch
 The check runs the scheduled engine and the best fixed k again, each against the baseline; a
 concurrency fails only where the schedule is shown slower (its interval's upper end below 95%
 of the fixed k's speedup); on a busy 2-core CPU single rounds vary by 20% or more, hence 5
-rounds.
+rounds. Two values of k keep the sweep to two engines of its own on a CPU; try more on yours.
 """
 
 import pytest
@@ -18,7 +18,7 @@ from support import prompts
 from pytest_specdecode import assert_schedule_holds
 
 PROMPTS = [p.prompt for p in prompts("structured")][:4]
-KS = [1, 2, 4]
+KS = [2, 4]
 CONCURRENCY = [1, 8, 32]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.reporting.checklist import Checklist, checklists, short_name, spread
+from pytest_specdecode.reporting.checklist import Checklist, checklists, spread
 
 from .helpers import fake_result
 
@@ -296,12 +296,6 @@ def test_spread_matches_the_results_own() -> None:
     result = dataclasses.replace(fake_result(), request_acceptance=values)
     assert result.acceptance_spread is not None
     assert spread(values) == pytest.approx(result.acceptance_spread)
-
-
-def test_short_names() -> None:
-    assert short_name("/a/b/draft/") == "draft"
-    assert short_name("org/model") == "org/model"
-    assert short_name(None) == "-"
 
 
 # --- traffic (specdecode.load) ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The package's layers import one way: plugin -> baselines, reporting -> measure -> engines
-(errors, settings, prompts, workloads and tolerances are shared by all), and importing the
+(errors, names, settings, prompts, workloads and tolerances are shared by all), and importing the
 plugin imports nothing heavy."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ ALLOWED = {
     "reporting": {"measure", "engines"},
     "plugin": {"baselines", "reporting", "measure", "engines"},
 }
-SHARED = {"errors", "settings", "prompts", "tolerances", "workloads"}
+SHARED = {"errors", "names", "settings", "prompts", "tolerances", "workloads"}
 
 
 def _imports(path: Path) -> set[str]:

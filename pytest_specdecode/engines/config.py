@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..names import display_name
 from .dynamic_sd import SCHEDULE_KEY, check_schedule, check_schedule_support
 
 if TYPE_CHECKING:
@@ -198,19 +199,19 @@ class EngineConfig:
 
     def describe(self) -> str:
         if self.role:
-            return f"{self.role} ({self.target})"
+            return f"{self.role} ({display_name(self.target)})"
         if self.speculative_json is None:
-            return f"baseline engine ({self.target or 'served'})"
+            return f"baseline engine ({display_name(self.target) if self.target else 'served'})"
         if not self.target:
             return "speculative engine (served)"
-        draft = f", draft {self.draft}" if self.draft else ""
+        draft = f", draft {display_name(self.draft)}" if self.draft else ""
         schedule = (self.speculative_config or {}).get(SCHEDULE_KEY)
         k = (
             f"k by batch size {json.dumps(schedule)}"
             if schedule
             else f"k={self.num_speculative_tokens}"
         )
-        return f"speculative engine ({self.target}, {self.method} {k}{draft})"
+        return f"speculative engine ({display_name(self.target)}, {self.method} {k}{draft})"
 
     def check_speculative_config(self, source: str) -> None:
         """Checks that need no vLLM import: the shape of the speculative config."""

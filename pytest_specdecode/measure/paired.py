@@ -12,6 +12,7 @@ from typing import Any
 from ..engines.config import EngineConfig
 from ..engines.protocol import Counters, EngineBackend, EngineSource, Round
 from ..errors import EngineError
+from ..names import display_name
 from .sequential import MIN_ROUNDS
 
 #: Fewest paired rounds before a stopping rule may stop.
@@ -80,7 +81,7 @@ def counting(engine: EngineBackend) -> str:
     return (
         f"the speculative server {url}"
         if url
-        else (f"the speculative engine of {engine.config.target}")
+        else f"the speculative engine of {display_name(engine.config.target)}"
     )
 
 

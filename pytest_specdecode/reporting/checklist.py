@@ -35,6 +35,7 @@ from typing import Any
 from ..engines.config import NO_MODEL
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
+from ..names import display_name
 from .phases import NOT_RECORDED, SERVED, interval, pays, phases, with_interval
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
@@ -74,11 +75,11 @@ class Checklist:
 
     @property
     def proposer(self) -> str:
-        return f"{self.method} ({short_name(self.draft)})" if self.draft else self.method
+        return f"{self.method} ({display_name(self.draft)})" if self.draft else self.method
 
     @property
     def title(self) -> str:
-        return f"{self.proposer} on {short_name(self.target)}"
+        return f"{self.proposer} on {display_name(self.target)}"
 
     def text(self) -> list[str]:
         """Plain-text lines: the title and summary, then one line per question."""
@@ -99,16 +100,6 @@ class Checklist:
             "summary": self.summary,
             "lines": [line.to_dict() for line in self.lines],
         }
-
-
-def short_name(model: str | None) -> str:
-    """A model as shown: a local path by its last component, a hub name as it is."""
-    if not model:
-        return "-"
-    text = str(model).rstrip("/")
-    if text.startswith(("/", "./", "../", "~")):
-        return text.rsplit("/", 1)[-1] or text
-    return text
 
 
 def checklists(report: Mapping[str, Any]) -> list[Checklist]:
