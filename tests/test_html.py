@@ -71,7 +71,7 @@ def test_page_is_self_contained_with_charts(report_page: Path) -> None:
     page = report_page.read_text()
     assert page.count("<svg") == CHARTS
     assert "<script" not in page and 'src="http' not in page and 'href="http' not in page
-    assert "Speedup by category" in page and "Acceptance per position" in page
+    assert "Speedup by test and category" in page and "Acceptance per position" in page
     assert "worth it" in page and "<table>" in page
 
 
@@ -170,7 +170,7 @@ def test_headless_browser_shows_the_charts(report_page: Path, tmp_path: Path) ->
         [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
          report_page.as_uri()], capture_output=True, text=True, timeout=120,
     ).stdout  # fmt: skip
-    assert dom.count("<svg") == CHARTS and "Speedup by category" in dom
+    assert dom.count("<svg") == CHARTS and "Speedup by test and category" in dom
     shot = tmp_path / "page.png"
     subprocess.run(
         [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",

@@ -159,25 +159,35 @@ def _category_label(result: Mapping[str, Any]) -> str:
 
 @_literal
 def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
-    """Speedup per result with its 95% interval, grouped and coloured by category."""
+    """Speedup per result with its 95% interval, top to bottom in the order of the results
+    table, coloured by category (a legend names them)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(results) + 1.5))
-    categories = sorted({str(r["category"]) for r in results})
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(results) + 1.6))
+    categories = list(dict.fromkeys(str(r["category"]) for r in results))
     colours = {c: f"C{i % 10}" for i, c in enumerate(categories)}
-    ordered = sorted(results, key=lambda r: (str(r["category"]), label(r)))
-    for y, r in enumerate(ordered):
-        low, high = r["speedup_ci"]
+    for y, r in enumerate(results):
+        low, high = r["speedup_ci"] or (None, None)
         low = r["speedup"] if low is None else low
         high = r["speedup"] if high is None else high
         below, above = _error_bars(r["speedup"], low, high)
         ax.errorbar(
             r["speedup"], y, xerr=[[below], [above]], fmt="o",
-            color=colours[str(r["category"])], capsize=4,
+            color=colours[str(r["category"])], capsize=3, markersize=5,
         )  # fmt: skip
     ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
-    ax.set_yticks(range(len(ordered)), [_category_label(r) for r in ordered])
+    ax.set_yticks(range(len(results)), [label(r) for r in results], fontsize=9)
+    for tick, r in zip(ax.get_yticklabels(), results, strict=True):
+        tick.set_color(colours[str(r["category"])])
+    ax.set_ylim(len(results) - 0.5, -0.5)  # the first result at the top, as in the table
+    ax.grid(axis="x", color="#eee")
     ax.set_xlabel("speedup (speculative / baseline tokens per second), 95% interval")
-    ax.set_title("Speedup by category")
+    handles = [
+        plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=c)
+        for c in categories
+    ]
+    ax.legend(handles=handles, title="category", fontsize=8, title_fontsize=8,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # fmt: skip
+    ax.set_title("Speedup by test and category")
     return _svg(fig)
 
 
