@@ -78,8 +78,7 @@ def settings_table() -> str:
         default = "off" if s.flag else ("none" if s.default is None else f"`{s.default}`")
         option = f"`{s.option}`" if s.flag else f"`{s.option} VALUE`"
         items.append(
-            f"{option} &nbsp;·&nbsp; ini `{s.ini_name}`\n"
-            f":   {_cell(s.help)}. Default: {default}.\n"
+            f"{option} &nbsp;·&nbsp; ini `{s.ini_name}`\n:   {_cell(s.help)}. Default: {default}.\n"
         )
     return "\n".join(items)
 
