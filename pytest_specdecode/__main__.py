@@ -3,8 +3,10 @@
 ``python -m pytest_specdecode export REPORT.json --format bmf|github-action-benchmark|
 github-action-benchmark-smaller``.
 
-Prints the same tables (``html``: the "worth it?" checklist) as the plugin, without running
-anything; ``export`` writes the figures for a history tracker (stdout, or ``--output``).
+``compare`` prints the same tables as the plugin, without running anything; ``html`` and
+``export`` (with ``--output``) print one line saying what they wrote (``--verbose``: the
+"worth it?" checklists, or the names of what the export holds); ``export`` writes the figures
+for a history tracker (stdout, or ``--output``).
 
 Exit status (every command): :data:`EXIT_OK` (0) when nothing regressed, :data:`EXIT_REGRESSED`
 (1) when ``compare`` found a regression, :data:`EXIT_BAD_INPUT` (2) on a usage error or bad
@@ -143,9 +145,11 @@ def _html(args: argparse.Namespace) -> int:
     _check_output(args.output, "OUTPUT", (args.report, "report file (REPORT)"))
     data = report.load(args.report, "report file")
     _write(args.output, render_html(data))
-    for checklist in checklists(data):
-        _say("\n".join(checklist.text()))
-    _say(f"wrote {args.output}")
+    if args.verbose:
+        for checklist in checklists(data):
+            _say("\n".join(checklist.text()))
+    results = len(data.get("results") or [])
+    _say(f"wrote {args.output} (HTML report of {results} result{'s' * (results != 1)})")
     return EXIT_OK
 
 
@@ -167,12 +171,23 @@ def _export(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     _write(args.output, text)
-    _say(f"wrote {args.output} ({args.format}, {len(data['results'])} results)")
+    results = len(data["results"])
+    _say(f"wrote {args.output} ({args.format}, {results} result{'s' * (results != 1)})")
+    if args.verbose:
+        for name in document if isinstance(document, dict) else (b["name"] for b in document):
+            _say(f"  {name}")
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_specdecode")
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_specdecode",
+        description="Work with the reports pytest-specdecode saved (--specdecode-report, "
+        "--specdecode-save) without running anything: compare two runs for regressions, "
+        "render a report as an HTML page, or export its figures for a history tracker.",
+        epilog="Exit status: 0 ok, 1 compare found a regression, 2 usage error or bad input, "
+        "3 the command crashed (a bug).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     cmp = commands.add_parser("compare", help="compare two saved runs")
     cmp.add_argument(
@@ -189,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     page = commands.add_parser("html", help="render a saved report as a self-contained HTML page")
     page.add_argument("report", metavar="REPORT", help="report or saved-run file")
     page.add_argument("output", metavar="OUTPUT", help="HTML file to write")
+    page.add_argument(
+        "--verbose", "-v", action="store_true", help="also print the 'worth it?' checklists"
+    )
     export = commands.add_parser(
         "export", help="write a report's figures for a history tracker (Bencher, ...)"
     )
@@ -201,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verify cost)",
     )  # fmt: skip
     export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
+    export.add_argument(
+        "--verbose", "-v", action="store_true", help="with --output: also list what it holds"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "html":

@@ -16,7 +16,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,30 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_specdecode.reporting.checklist import checklists  # noqa: E402
-from pytest_specdecode.reporting.table import label, summary_lines  # noqa: E402
+from pytest_specdecode.reporting.phases import (  # noqa: E402
+    interval,
+    ms,
+    phase_ms,
+    phases,
+    step,
+    with_interval,
+)
+from pytest_specdecode.reporting.table import (  # noqa: E402
+    LEGEND,
+    LOAD_LEGEND,
+    check_line,
+    distribution_line,
+    label,
+    load_line,
+    ranking_line,
+    render_check,
+    render_loads,
+    render_ranking,
+    render_schedule,
+    schedule_line,
+    speculative_config_json,
+    sweep_line,
+)
 from pytest_specdecode.settings import MARKER_KEYWORD_HELP, SETTINGS  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -48,12 +71,16 @@ def _cell(text: str) -> str:
 
 
 def settings_table() -> str:
-    rows = ["| option | ini key | default | meaning |", "| --- | --- | --- | --- |"]
+    """Every setting as a definition list: the option and its ini key, then its meaning and
+    default (a table four columns wide left a few characters for the meaning)."""
+    items = []
     for s in SETTINGS:
-        default = "off" if s.flag else ("—" if s.default is None else f"`{s.default}`")
+        default = "off" if s.flag else ("none" if s.default is None else f"`{s.default}`")
         option = f"`{s.option}`" if s.flag else f"`{s.option} VALUE`"
-        rows.append(f"| {option} | `{s.ini_name}` | {default} | {_cell(s.help)} |")
-    return "\n".join(rows) + "\n"
+        items.append(
+            f"{option} &nbsp;·&nbsp; ini `{s.ini_name}`\n:   {_cell(s.help)}. Default: {default}.\n"
+        )
+    return "\n".join(items)
 
 
 def marker_table() -> str:
@@ -78,21 +105,154 @@ def by_label(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {label(r): r for r in results(report)}
 
 
+def _markdown(table: str) -> str:
+    return table.strip("\n") + "\n"
+
+
+def figures(table: str) -> str:
+    """A table of figures in a box whose cells after the first do not wrap (``figures`` in
+    docs/css/extra.css): ``1.97x [1.88-2.07]`` stays on one line."""
+    return f'<div class="figures" markdown>\n\n{table}\n</div>\n'
+
+
+def _results_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = [
+        "| test | category | proposer (k) | speedup [95% CI] | accept rate | accept len | "
+        "match | verdict | gate |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rows:
+        low, high = r["speedup_ci"]
+        gate = "inconclusive" if r.get("inconclusive") else (
+            "-" if r.get("passed") is None else ("pass" if r["passed"] else "**FAIL**")
+        )  # fmt: skip
+        lines.append(
+            f"| {_cell(label(r))} | {r['category']} | {r['method']} "
+            f"({r['num_speculative_tokens']}) | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | "
+            f"{r['acceptance_rate']:.2f} | {r['mean_acceptance_length']:.2f} | "
+            f"{r['match_rate']:.2f} | {r.get('verdict') or '-'} | {gate} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _phase_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per result: the decode steps in ms and the break-even against the measured length."""
+    lines = [
+        "| test | spec step ms | verify | draft | other | base step ms | break-even "
+        "[95% CI] | measured length |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for r in rows:
+        figures = phases(r)
+        if figures is None:
+            continue
+        spec, base = step(figures, "speculative"), step(figures, "baseline")
+        other = sum(phase_ms(spec, p) or 0.0 for p in ("sample", "prepare", "other"))
+        be = figures.get("break_even_length")
+        ci = interval(figures, "break_even_ci")
+        lines.append(
+            f"| {_cell(label(r))} | {ms(phase_ms(spec, 'step'))} | "
+            f"{ms(phase_ms(spec, 'forward'))} | {ms(phase_ms(spec, 'draft'))} | {ms(other)} | "
+            f"{ms(phase_ms(base, 'step'))} | {with_interval(be, ci, '.2f')} | "
+            f"{with_interval(figures.get('acceptance_length'), None, '.2f')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def summary_text(report: Mapping[str, Any]) -> str:
-    """What the terminal summary printed: tables, sweeps, checks, rankings, footer, checklists."""
-    lines = summary_lines(
-        results(report),
-        report.get("sweeps") or [],
-        report.get("distribution_checks") or [],
-        report.get("rankings") or [],
-        report["session"],
-        loads=report.get("loads") or [],
-        schedule_checks=report.get("schedule_checks") or [],
-    )
-    lines.append("-" * 21 + " worth it? (per target and proposer) " + "-" * 22)
-    for checklist in checklists(report):
-        lines += checklist.text()
-    return "```text\n" + "\n".join(lines) + "\n```\n"
+    """What the terminal summary printed, as tables a page can show: the results, the phases,
+    the sweep and its schedule, the schedule check, the load, the ranking, the distribution
+    check and the "worth it?" checklists."""
+    rows = results(report)
+    out = ["### Results\n\n", figures(_results_table(rows))]
+    out.append(f"\n{LEGEND}\n")
+    if any(phases(r) is not None for r in rows):
+        out += [
+            "\n### Where a decode step goes\n",
+            "\nMean milliseconds per decode step, timed inside each engine (the speculative "
+            "step's verification pass, draft proposal, and sampling + preparation + other). "
+            "Speculation pays where the measured acceptance length is above the break-even "
+            "length (the speculative step over the baseline step).\n\n",
+            figures(_phase_table(rows)),
+        ]
+    for sweep in report.get("sweeps") or []:
+        out += [f"\n### Sweep: `{sweep_name(sweep)}`\n", f"\n{_own(sweep, sweep_line(sweep))}.\n"]
+        schedule = sweep.get("schedule")
+        if schedule:
+            out += [
+                f"\n{_own(sweep, schedule_line(schedule))}\n\n",
+                _markdown(render_schedule(schedule, tablefmt="github")),
+                "\nThe speculative config it gives (`--speculative-config`, one line of JSON "
+                "in the HTML report):\n\n```json\n"
+                + json.dumps(json.loads(speculative_config_json(schedule)), indent=2)
+                + "\n```\n",
+            ]
+    for check in report.get("schedule_checks") or []:
+        out += [
+            f"\n### Schedule check: `{sweep_name(check)}`\n",
+            f"\n{_own(check, check_line(check))}\n\n",
+            _markdown(render_check(check, tablefmt="github")),
+        ]
+    for load in report.get("loads") or []:
+        out += [
+            f"\n### Under load: `{sweep_name(load)}`\n",
+            f"\n{_own(load, load_line(load))}\n\n",
+            _markdown(render_loads([load], tablefmt="github")),
+            f"\n{LOAD_LEGEND}\n",
+        ]
+    for ranking in report.get("rankings") or []:
+        out += [
+            f"\n### Draft ranking: `{sweep_name(ranking)}`\n",
+            f"\n{_own(ranking, ranking_line(ranking))}\n\n",
+            _markdown(render_ranking(ranking, tablefmt="github")),
+        ]
+    checks = report.get("distribution_checks") or []
+    if checks:
+        out.append("\n### Sampling equivalence\n\n")
+        out += [f"- {_cell(distribution_line(c))}\n" for c in checks]
+    found = checklists(report)
+    if found:
+        out.append("\n### Worth it? (per target and proposer)\n")
+        for checklist in found:
+            out += [
+                f"\n**{_cell(checklist.title)}:** {_cell(checklist.summary)}\n\n",
+                "| answer | question | figure |\n| --- | --- | --- |\n",
+                *(
+                    f"| {line.answer} | {_cell(line.question)} | {_cell(line.figure)} |\n"
+                    for line in checklist.lines
+                ),
+            ]
+    return "".join(out)
+
+
+def _own(item: Mapping[str, Any], line: str) -> str:
+    """``line`` without the node id it starts with (the heading above names the test)."""
+    return _cell(line.removeprefix(f"{item.get('nodeid')}: "))
+
+
+def sweep_name(item: Mapping[str, Any]) -> str:
+    """A sweep's, check's, load's or ranking's test function (its node id's last part)."""
+    return str(item.get("nodeid") or item.get("key")).rsplit("::", 1)[-1]
+
+
+def home_table(report: Mapping[str, Any]) -> str:
+    """The docs home's table: per category the first result (a sweep's grid left out)."""
+    grids = {str(x.get("nodeid")) for x in report.get("sweeps") or []}
+    seen: dict[str, dict[str, Any]] = {}
+    for r in results(report):
+        if r["nodeid"] not in grids:
+            seen.setdefault(str(r["category"]), r)
+    rows = [
+        "| test | category | speedup [95% CI] | accept rate | verdict |",
+        "| --- | --- | --- | ---: | --- |",
+    ]
+    for r in seen.values():
+        low, high = r["speedup_ci"]
+        rows.append(
+            f"| {_cell(label(r))} | {r['category']} | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}]"
+            f" | {r['acceptance_rate']:.2f} | {r.get('verdict') or '-'} |"
+        )
+    return "\n".join(rows) + "\n"
 
 
 def short_table(report: Mapping[str, Any]) -> str:
@@ -219,6 +379,7 @@ def generators(report: Mapping[str, Any]) -> dict[str, Callable[[], str]]:
         "marker-keywords": marker_table,
         "example-summary": lambda: summary_text(report),
         "example-short-table": lambda: short_table(report),
+        "home-table": lambda: figures(home_table(report)),
         "example-run": lambda: run_line(report),
         "standard-sets": lambda: standard_sets_table(report),
         "bench-script": bench_script,

@@ -203,9 +203,7 @@ def test_html_draws_labels_with_a_lone_surrogate_and_dollar_signs(tmp_path: Path
     speedup_chart = page.split("id='speedup'>", 1)[1].split("</div>", 1)[0]
     for i, text in enumerate(["s\\udcff", "$x$ and $$", "costs $5 $"]):
         # drawn as written: matplotlib puts each text in a comment before its glyphs
-        assert f"<!-- structured: test_{i} [{html.escape(text, quote=False)}] -->" in (
-            speedup_chart
-        ), text
+        assert f"<!-- test_{i} [{html.escape(text, quote=False)}] -->" in (speedup_chart), text
     assert "s\\udcff" in page.split("id='results'", 1)[1]
 
 
@@ -238,3 +236,50 @@ def test_a_chart_that_cannot_be_drawn_leaves_the_rest_of_the_page(
     assert "<div class='chart' id='speedup'><p class='chart-error'>chart not drawn: " in page
     assert "RuntimeError: no fonts" in page
     assert page.count("<svg") == 1 and "<h2>Verdicts</h2>" in page  # acceptance still drawn
+
+
+# --- issue 30: a description, one line per written file -------------------------------------
+
+
+def test_help_describes_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli_main(["--help"])
+    text = capsys.readouterr().out
+    assert "without running anything: compare two runs" in text and "Exit status" in text
+
+
+def test_html_and_export_say_in_one_line_what_they_wrote(tmp_path: Path) -> None:
+    data = save(tmp_path / "b.json", entry())
+    done = cli("html", data.name, "page.html", cwd=tmp_path)
+    assert done.stdout.splitlines() == ["wrote page.html (HTML report of 1 result)"]
+    done = cli("export", data.name, "--format", "bmf", "--output", "bmf.json", cwd=tmp_path)
+    assert done.stdout.splitlines() == ["wrote bmf.json (bmf, 1 result)"]
+    done = cli("export", data.name, "--format", "bmf", "--output", "b2.json", "-v", cwd=tmp_path)
+    assert done.stdout.splitlines()[0] == "wrote b2.json (bmf, 1 result)"
+    assert done.stdout.splitlines()[1].startswith("  t.py::test_a")
+
+
+def test_the_page_top_names_date_models_and_flags_a_failed_check(tmp_path: Path) -> None:
+    session = {"started": "2026-12-04T10:15:00+00:00"}
+    check = {"nodeid": "t.py::test_sampling", "passed": False, "p_value": 1e-9, "alpha": 0.01}
+    environment = {"vllm": "0.32.0", "torch": "2.13.0", "device": {"kind": "cpu", "name": "X"}}
+    data = save(
+        tmp_path / "b.json",
+        entry(target="/home/u/models/my-target", passed=False, gate_failures=["too slow"]),
+        session=session, distribution_checks=[check], environment=environment,
+    )  # fmt: skip
+    page = _page(tmp_path, data)
+    top = page.split("<section id='summary'>", 1)[1].split("</section>", 1)[0]
+    assert "<dt>run started</dt><dd>2026-12-04 10:15 UTC</dd>" in top
+    assert "target my-target" in top and "/home/u" not in top
+    assert "<dt>vLLM</dt><dd>0.32.0</dd>" in top and "<dt>hardware</dt><dd>X</dd>" in top
+    assert "Sampling equivalence failed" in top and "expected to fail" in top
+    assert "too slow" in top
+    assert "<td class='yes'>worth it</td>" in page or "<td class='unknown'>" in page
+
+
+def test_a_report_without_a_start_time_says_so() -> None:
+    from pytest_specdecode.reporting.html import started_text
+
+    assert started_text({}).startswith("not recorded")
+    assert started_text({"started": "2026-12-04"}) == "2026-12-04"

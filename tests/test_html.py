@@ -71,14 +71,20 @@ def test_page_is_self_contained_with_charts(report_page: Path) -> None:
     page = report_page.read_text()
     assert page.count("<svg") == CHARTS
     assert "<script" not in page and 'src="http' not in page and 'href="http' not in page
-    assert "Speedup by category" in page and "Acceptance per position" in page
+    assert "Speedup by test and category" in page and "Acceptance per position" in page
     assert "worth it" in page and "<table>" in page
 
 
 def test_the_short_answer_comes_first(report_page: Path) -> None:
-    """The checklist's answer in words is the first thing under the title, above the table."""
+    """Under the title the run (date, models, versions, hardware), then the checklist's answer
+    in words, above the table."""
     page = report_page.read_text()
     body = page.split("<h1>Speculative decoding report</h1>", 1)[1]
+    summary = re.match(r"\s*<section id='summary'>(.*?)</section>", body, re.DOTALL)
+    assert summary is not None, body[:300]
+    assert "<dt>run started</dt><dd>20" in summary.group(1)
+    assert "<dt>models</dt><dd>target org/target; proposers ngram</dd>" in summary.group(1)
+    body = body[summary.end() :]
     first = re.match(r"\s*<section id='checklist'>\s*<p class='answer'>(.*?)</p>", body)
     assert first is not None, body[:300]
     # e.g. "worth it for creative at batch 1: 2.02x, chat at batch 1: 2.01x, structured at
@@ -142,9 +148,12 @@ def test_cli_renders_the_same_page(
 ) -> None:
     out = tmp_path / "again.html"
     assert cli_main(["html", str(report_page.with_suffix(".json")), str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"wrote {out} (HTML report of 8 results)"]
+    assert cli_main(["html", "--verbose", str(report_page.with_suffix(".json")), str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("ngram on org/target: worth it for ")
-    assert printed[2].split()[:3] == ["NO", "batch", "size"] and printed[-1] == f"wrote {out}"
+    assert printed[2].split()[:3] == ["NO", "batch", "size"]
+    assert printed[-1] == f"wrote {out} (HTML report of 8 results)"
     page = out.read_text()
     assert page.count("<svg") == CHARTS
     assert page.index("<p class='answer'>") < page.index("<h2>Results</h2>")
@@ -170,7 +179,7 @@ def test_headless_browser_shows_the_charts(report_page: Path, tmp_path: Path) ->
         [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
          report_page.as_uri()], capture_output=True, text=True, timeout=120,
     ).stdout  # fmt: skip
-    assert dom.count("<svg") == CHARTS and "Speedup by category" in dom
+    assert dom.count("<svg") == CHARTS and "Speedup by test and category" in dom
     shot = tmp_path / "page.png"
     subprocess.run(
         [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
@@ -316,7 +325,8 @@ def test_schedule_and_check_sections_have_their_tables_the_config_and_the_chart(
         "<td>0.89x [0.85-0.93]</td><td>yes (off)</td></tr>"
     ) in section
     chart = section.split("id='schedule-check-0'>", 1)[1]
-    for text in ("schedule", "best fixed k", "schedule off (not run) ", "k=2", "k=1"):
+    # the k's under the concurrency ticks (schedule / best fixed), not over the points
+    for text in ("schedule", "best fixed k", "schedule off (not run) ", "k 2 / 4", "k off / 1"):
         assert f"<!-- {text} -->" in chart, text
     assert page.count("<svg") == 3  # the sweep's two charts and the check's
     assert html.escape(SCHEDULE_LEGEND) in page

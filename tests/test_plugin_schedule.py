@@ -87,6 +87,8 @@ def test_tests_sharing_engines_run_together_and_no_engine_starts_twice(
     }  # fmt: skip
     assert 0 <= time["other_seconds"] <= report["session"]["wall_seconds"]
     assert report["session"]["reordered"] is True
+    # when the run started, in UTC (the HTML report's top line)
+    assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", report["session"]["started"])
     assert re.search(
         r"time: [\d.]+ s wall: 3 engine starts [\d.]+ s, shutdowns [\d.]+ s, warm-up [\d.]+ s", out
     )

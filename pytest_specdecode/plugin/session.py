@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..baselines import files as report_files
@@ -329,6 +330,7 @@ class SpecDecodeSession:
         wall = time.time() - self.started
         other = None if self.remote_time else round(wall - spent.accounted_seconds, 3)
         return {
+            "started": datetime.fromtimestamp(self.started, UTC).isoformat(timespec="seconds"),
             "engine_starts": spent.engine_starts,
             "engine_start_seconds": round(spent.start_seconds, 3),
             "max_engines": self.settings.get("max_engines"),

@@ -205,7 +205,7 @@ def _code(text: str) -> str:
 
 RANKING_HEADERS = (
     "rank", "candidate", "method (k)", "speedup [95% CI]", "accept rate", "accept len",
-    "alpha", "cost ratio", "extra GiB", "verdict", "",
+    "alpha", "cost ratio", "extra GiB", "verdict", "choice",
 )  # fmt: skip
 
 
