@@ -70,6 +70,13 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("%%", "%")
 
 
+def _without_default(text: str) -> str:
+    """The help text less its "(default N)" (the list gives the default on its own line);
+    "(default 2; 1 runs ...)" keeps what follows the semicolon."""
+    text = re.sub(r"\(default [^;)]*; ", "(", text)
+    return re.sub(r" ?\(default [^)]*\)", "", text)
+
+
 def settings_table() -> str:
     """Every setting as a definition list: the option and its ini key, then its meaning and
     default (a table four columns wide left a few characters for the meaning)."""
@@ -77,9 +84,9 @@ def settings_table() -> str:
     for s in SETTINGS:
         default = "off" if s.flag else ("none" if s.default is None else f"`{s.default}`")
         option = f"`{s.option}`" if s.flag else f"`{s.option} VALUE`"
-        items.append(
-            f"{option} &nbsp;·&nbsp; ini `{s.ini_name}`\n:   {_cell(s.help)}. Default: {default}.\n"
-        )
+        meaning = _cell(_without_default(s.help))
+        head = f"{option} &nbsp;·&nbsp; ini `{s.ini_name}`"
+        items.append(f"{head}\n:   {meaning}. Default: {default}.\n")
     return "\n".join(items)
 
 
