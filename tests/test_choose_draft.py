@@ -220,7 +220,7 @@ def test_the_fixture_reports_the_ranking(
         "*test_choose [[]ngram]*", "*test_choose [[]small]*",
         "choose_draft test_suite.py::test_choose: draft ranking: small 2.*x (*), "
         "ngram 1.*x (*); best: small",
-        "rank*candidate*method (k)*speedup [[]95% CI]*extra GiB*verdict",
+        "rank*candidate*method (k)*speedup [[]95% CI]*extra GiB*verdict*choice",
         "1 * small * draft_model (3) * 2.*x [[]*] * 0.10 * - * worth it * best",
         "2 * ngram * ngram (2) * 1.*x [[]*] * 0.00 * - * worth it",
         "time: * wall: * engine starts *",
