@@ -93,48 +93,45 @@ EIGHT = "".join(
 def test_{i}(specdecode):
     specdecode.run(["p1", "p2"], max_tokens=4, trials=2)
 """
-    for i in range(8)
+    for i in ["kept", *range(8)]
 )
+#: the fake engines' vLLM version from the environment: each run saves its own
+VERSIONED = 'source.vllm_version = os.environ.get("FAKE_VLLM", "fake")\n'
 
 
 def test_eight_runs_saving_at_once_keep_every_entry(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(FAKE_CONFTEST.format(repo=str(REPO)))
+    """8 runs on 8 different vLLM versions save into one file at once: each entry is kept
+    with the environment its own run measured it in, and so is an entry saved before."""
+    (tmp_path / "conftest.py").write_text(FAKE_CONFTEST.format(repo=str(REPO)) + VERSIONED)
     (tmp_path / "test_suite.py").write_text(
         'import pytest\n\nSPEC = {"method": "ngram", "num_speculative_tokens": 4}\n' + EIGHT
     )
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    runs = [
-        subprocess.Popen(
+
+    def save(name: str, vllm: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "-p",
-                "no:xdist",
-                "--specdecode-save",
-                "saved.json",
-                "-k",
-                f"test_{i}",
+                sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+                "--specdecode-save", "saved.json", "-k", f"test_{name}",
             ],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            cwd=tmp_path, env={**env, "FAKE_VLLM": vllm},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        for i in range(8)
-    ]
+
+    first = save("kept", "0.old")
+    assert first.wait(timeout=300) == 0, first.communicate()[0]
+    runs = [save(str(i), f"0.{i}") for i in range(8)]
     outputs = [run.communicate(timeout=300)[0] for run in runs]
     for run, out in zip(runs, outputs, strict=True):
         assert run.returncode == 0, out
         assert "results written to saved.json" in out, out
-    assert sorted(entries(tmp_path / "saved.json")) == [
-        f"test_suite.py::test_{i}" for i in range(8)
-    ]
+    saved = entries(tmp_path / "saved.json")
+    assert {key: r["environment"]["vllm"] for key, r in saved.items()} == {
+        "test_suite.py::test_kept": "0.old",
+        **{f"test_suite.py::test_{i}": f"0.{i}" for i in range(8)},
+    }
     assert not (tmp_path / "saved.json.lock").exists()
 
 
