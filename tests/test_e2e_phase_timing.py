@@ -69,7 +69,7 @@ def check_result(result: Result, *, draft_model: bool) -> None:
     and a cost ratio from inside the speculative engine (no third engine)."""
     phases = result.phases
     assert phases is not None, "a Bench.run of local engines has no phase figures"
-    line = [f"{result.method}:"]
+    line = [str(result.method)]
     for side, figures in (("baseline", result.baseline), ("speculative", result.speculative)):
         steps = getattr(phases, side)
         timed = sum(kind.steps * (kind.step_ms or 0.0) for kind in (steps.decode, steps.prefill))
@@ -85,8 +85,8 @@ def check_result(result: Result, *, draft_model: bool) -> None:
         assert result.cost_ratio is not None and 0 < result.cost_ratio < 1
     line.append(
         f"break-even {phases.break_even_length:.2f}, acceptance length "
-        f"{phases.acceptance_length:.2f}, draft share {phases.draft_share}, "
-        f"cost ratio {result.cost_ratio}"
+        f"{phases.acceptance_length:.2f}, draft share {phases.draft_share or 0:.3f}, "
+        f"cost ratio {result.cost_ratio or 0:.3f}"
     )
     print("\n" + "; ".join(line))
 
