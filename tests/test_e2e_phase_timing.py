@@ -10,6 +10,7 @@ construction, and the named ones must account for most of it.
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from pytest_specdecode import Bench
 from pytest_specdecode.engines.protocol import PHASES, Round, StepProfile
+from pytest_specdecode.measure.result import Result
 
 from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm
 
@@ -60,6 +62,41 @@ def check_covers(done: Round, profile: StepProfile) -> None:
     assert profile.clock == "wall"
 
 
+def check_result(result: Result, *, draft_model: bool) -> None:
+    """A ``Bench.run``'s phase figures (issue 28's first "done when"): for both engines, the
+    phases of their prefill and decode steps add up to within 10% of the measured rounds' wall
+    time; a break-even length with its interval; for a draft model, a draft share above zero
+    and a cost ratio from inside the speculative engine (no third engine)."""
+    phases = result.phases
+    assert phases is not None, "a Bench.run of local engines has no phase figures"
+    line = [str(result.method)]
+    for side, figures in (("baseline", result.baseline), ("speculative", result.speculative)):
+        steps = getattr(phases, side)
+        timed = sum(kind.steps * (kind.step_ms or 0.0) for kind in (steps.decode, steps.prefill))
+        wall = statistics.mean(figures.seconds) * 1000
+        assert abs(timed / wall - 1) <= 0.1, (side, timed, wall)
+        line.append(f"{side} phases {timed:.0f} ms of {wall:.0f} ms per round ({timed / wall:.1%})")
+    assert phases.break_even_length is not None and phases.break_even_length > 0
+    assert phases.break_even_ci is not None
+    assert phases.speculative.decode.draft_ms is not None
+    assert phases.baseline.decode.draft_ms == 0.0
+    if draft_model:
+        assert phases.draft_share is not None and phases.draft_share > 0
+        assert result.cost_ratio is not None and 0 < result.cost_ratio < 1
+    line.append(
+        f"break-even {phases.break_even_length:.2f}, acceptance length "
+        f"{phases.acceptance_length:.2f}, draft share {phases.draft_share or 0:.3f}, "
+        f"cost ratio {result.cost_ratio or 0:.3f}"
+    )
+    print("\n" + "; ".join(line))
+
+
+def test_bench_run_of_the_draft_pair_gives_phase_figures(bench: Bench) -> None:
+    starts = bench.source.starts
+    check_result(bench.run(PROMPTS, max_tokens=64, trials=3), draft_model=True)
+    assert bench.source.starts - starts <= 2  # baseline and speculative, no draft-alone engine
+
+
 def test_both_engines_of_the_draft_pair_time_each_step_by_phase(bench: Bench) -> None:
     base_round, base = measured(bench.engine("baseline"))
     spec_round, spec = measured(bench.engine("speculative"))
@@ -95,3 +132,5 @@ def test_ngram_and_a_batch_size_schedule_are_profiled(pair: dict[str, str]) -> N
             check_covers(done, profile)
             assert profile.decode.draft > 0.0  # the proposer ran on every decode step
             print(f"\n{spec['method']}: {profile}")
+            if spec is ngram:
+                check_result(b.run(PROMPTS, max_tokens=64, trials=3), draft_model=False)
