@@ -136,7 +136,7 @@ def test_dollar_signs_in_labels_are_drawn_and_the_page_written(
     page = (pytester.path / "r.html").read_text()
     assert "chart not drawn" not in page and page.count("<svg") == 2
     # matplotlib writes each text as a comment before its glyphs: the dollars are all there
-    assert "<!-- structured: test_run[math] [$x$ and $$] -->" in page
+    assert "<!-- test_run[math] [$x$ and $$] -->" in page
 
 
 # --- item 13: impossible tolerances are refused before anything runs ------------------------
