@@ -22,6 +22,7 @@ from typing import Any
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.dynamic_sd import SCHEDULE_KEY, k_at
 from pytest_specdecode.engines.hardware import Device
+from pytest_specdecode.engines.methods import has_model
 from pytest_specdecode.engines.protocol import (
     Counters,
     EngineBackend,
@@ -62,8 +63,6 @@ def step_profile(
     ``source.profiles`` is off (a served-like engine)."""
     if not source.profiles:
         return None
-    from pytest_specdecode.engines.config import NO_MODEL
-
     batch = min(concurrency or prompts, prompts)
     batches = -(-prompts // batch)
     decoded = batches * max(0, int(sampling.get("max_tokens", 4)) - 1)
@@ -75,7 +74,7 @@ def step_profile(
     length = 1 + DRAFTED * min(1.0, max(0.0, source.acceptance))
     steps = max(batches, round(decoded / length)) if decoded else 0
     nominal_base_step = (1 - PREFILL_SHARE) / decoded if decoded else 0.0
-    cost = 0.005 if config.method in NO_MODEL else source.draft_cost
+    cost = source.draft_cost if has_model(config.method) else 0.005
     draft = min(0.6 * decode_s, steps * cost * DRAFTED * nominal_base_step)
     forward = max(0.0, 0.9 * decode_s - draft)
     decode = PhaseTimes(steps, decode_s, 0.04 * decode_s, forward, 0.04 * decode_s, draft)

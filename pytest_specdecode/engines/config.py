@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..names import display_name
 from .dynamic_sd import SCHEDULE_KEY, check_schedule, check_schedule_support
+from .methods import NO_MODEL, draft_model, implied_method, method_facts, model_placeholder
 
 if TYPE_CHECKING:
     from .hardware import Device
@@ -182,7 +183,7 @@ class EngineConfig:
             return str(method)
         if not spec:
             return "unknown"  # a served engine whose configuration is the server's
-        return "ngram" if spec.get("model") == "ngram" else "draft_model"
+        return implied_method(spec)
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -262,25 +263,13 @@ class EngineConfig:
         from .compat import check_compatibility
 
         check_model_path(self.target, source.replace("speculative_config", "target"))
-        if self.method == "draft_model" and not spec.get("model"):  # also without vLLM
-            _refuse_missing_model("draft_model", source, None)
+        if method_facts(self.method).standalone and not spec.get("model"):  # also without vLLM
+            _refuse_missing_model(self.method, source, None)
         draft = self.draft
         if draft is None:
             return
         check_model_path(draft, f"{source}: model")
         check_compatibility(self.target, spec, self.engine_kwargs, self.method, source)
-
-
-#: What ``model`` holds for each method that needs one (vLLM 0.32's ``SpeculativeConfig``).
-_MODEL_FOR = {
-    "draft_model": "<path or hub id of a draft model sharing the target's tokenizer>",
-    "eagle": "<path or hub id of an EAGLE head trained for the target>",
-    "eagle3": "<path or hub id of an EAGLE-3 head trained for the target>",
-    "dflash": "<path or hub id of a DFlash draft trained for the target>",
-    "medusa": "<path or hub id of Medusa heads trained for the target>",
-    "mlp_speculator": "<path or hub id of an MLP speculator trained for the target>",
-    "custom_class": "<dotted import path of the proposer class, e.g. my_pkg.MyProposer>",
-}
 
 
 def _refuse_missing_model(method: str, source: str, schema_source: str | None) -> None:
@@ -293,13 +282,13 @@ def _refuse_missing_model(method: str, source: str, schema_source: str | None) -
     mlp_speculator) raises "num_speculative_tokens was provided but without speculative
     model", which surfaces only once the engine starts. Which methods need it is read from
     the installed vLLM (:meth:`~.vllm_schema.SpeculativeSchema.needs_model`)."""
-    what = _MODEL_FOR.get(method, f"<path or hub id of the {method} proposer's weights>")
+    what = model_placeholder(method)
     why = f" (read from {schema_source})" if schema_source else ""
     raise ConfigError(
         f'{source}: method "{method}" needs "model": the installed vLLM loads its proposer '
         f'from it and starts no {method} engine without one{why}; add "model": '
         f'"{what}", or choose a method that needs no model '
-        "(ngram, suffix; mtp uses the target's own MTP layers)"
+        f"({', '.join(sorted(NO_MODEL))}; mtp uses the target's own MTP layers)"
     )
 
 
@@ -370,17 +359,6 @@ def engine_pair(
         speculative.check_speculative_config(where("speculative_config"))
     return baseline, speculative
 
-
-def draft_model(speculative_config: Mapping[str, Any] | None) -> str | None:
-    """The draft model or head a speculative config loads (None for n-gram and the like)."""
-    model = (speculative_config or {}).get("model")
-    return None if model in (None, "ngram") else str(model)
-
-
-#: Proposers that run no model: their drafts come from lookups (n-grams of the prompt and
-#: output, a suffix tree), so they hold no weights and their cost ratio is 0. One home: every
-#: "has a model" question asks this set.
-NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 #: vLLM's rejection-sampling method that accepts draft tokens at forced rates
 #: (``synthetic_acceptance_length`` or ``synthetic_acceptance_rates``) instead of verifying them.
