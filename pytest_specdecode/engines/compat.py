@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
-from .config import config_context, looks_local
 from .methods import draft_model, method_facts
+from .model_folder import config_context, looks_local
 
 #: Special-token roles compared between draft and target. A different ``bos``/``unk`` means
 #: another tokenizer; a different ``eos``/``pad`` is also what separates a base model from its
