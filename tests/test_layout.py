@@ -1,6 +1,7 @@
 """The package's layers import one way: plugin -> baselines, reporting -> measure -> engines
-(errors, names, settings, prompts, workloads and tolerances are shared by all), and importing the
-plugin imports nothing heavy."""
+(errors, names, settings, prompts, workloads and tolerances are shared by all; engines are
+handed parsed settings), no module imports itself through others, and importing the plugin
+imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ ALLOWED = {
     "plugin": {"baselines", "reporting", "measure", "engines"},
 }
 SHARED = {"errors", "names", "settings", "prompts", "tolerances", "workloads"}
+#: Shared modules a layer still may not import: engines are handed parsed settings (the served
+#: pool its URLs and API key variable), so what a command-line option is called stays above.
+WITHOUT = {"engines": {"settings"}}
 
 
 def _imported(path: Path) -> set[str]:
@@ -56,7 +60,7 @@ def _module_name(path: Path) -> str:
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_imports_flow_one_way(layer: str) -> None:
-    allowed = ALLOWED[layer] | SHARED | {layer}
+    allowed = ALLOWED[layer] | (SHARED - WITHOUT.get(layer, set())) | {layer}
     wrong = {
         str(path.relative_to(PACKAGE)): sorted(_imports(path) - allowed)
         for path in (PACKAGE / layer).rglob("*.py")
