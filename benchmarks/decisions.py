@@ -216,7 +216,8 @@ class SimSource:
         self.offset = rng.gauss(0.0, world.tau) if world.tau else 0.0
         self.slots = 0  # rounds generated so far, any engine
         self.starts = self.restarts = 0
-        self.start_seconds = 0.0
+        self.start_seconds = self.stop_seconds = 0.0
+        self.sequential_reasons: list[str] = []
         self.device = Device("cpu", "simulated")
         self._engines: dict[str, SimEngine] = {}
         self._ids: dict[int, tuple[int, ...]] = {}

@@ -240,6 +240,8 @@ class FakeSource:
         self.starts = 0
         self.restarts = 0
         self.start_seconds = 0.0
+        self.stop_seconds = 0.0
+        self.sequential_reasons: list[str] = []
         self.closed = 0
         self.plans: list[list[frozenset[str]]] = []  # every plan() the plugin gave
         self.events: list[tuple[str, str]] = []  # FakeWorker starts and stops, in order

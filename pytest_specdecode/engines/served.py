@@ -609,7 +609,8 @@ class ServedPool:
         self.timeout = timeout
         self.max_engines = 2
         self.starts = self.restarts = 0  # servers are not started here
-        self.start_seconds = 0.0
+        self.start_seconds = self.stop_seconds = 0.0
+        self.sequential_reasons: list[str] = []
         self._engines: dict[str, ServedEngine] = {}
 
     @property
