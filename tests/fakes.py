@@ -304,19 +304,11 @@ class FakeSource(SimulatedSource):
         self._drafts: set[str] = set()
 
     def start(self, config: EngineConfig) -> SimulatedEngine:
-        draft = config.speculative_json is None and config.target in self._drafts
-        return FakeEngine(config, self, draft)
-
-    def acquire(
-        self,
-        config: EngineConfig,
-        *,
-        keep: Sequence[EngineConfig] = (),
-        timeout: float | None = None,
-    ) -> EngineBackend:
+        """A baseline engine of a target some speculative engine drafted with is a draft."""
         if config.draft:
             self._drafts.add(config.draft)
-        return super().acquire(config, keep=keep, timeout=timeout)
+        draft = config.speculative_json is None and config.target in self._drafts
+        return FakeEngine(config, self, draft)
 
     def plan(self, upcoming: Sequence[Collection[str]]) -> None:
         self.plans.append([frozenset(need) for need in upcoming])
