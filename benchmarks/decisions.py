@@ -6,9 +6,9 @@ pass/fail).
     python benchmarks/decisions.py robust --noise t3 stall --sds 0.05 0.10 --reps 5000
 
 Every repetition drives :class:`~pytest_specdecode.Bench` on a simulated engine source
-(:class:`SimSource`, implementing the engine Protocols) and judges what it returns with the
-plugin's own code (``compare_one``, ``assert_speedup``). A round's elapsed time comes from a
-model, nothing sleeps:
+(:class:`SimSource`, built on the test fake's ``SimulatedSource``: the engine Protocols) and
+judges what it returns with the plugin's own code (``compare_one``, ``assert_speedup``). A
+round's elapsed time comes from a model, nothing sleeps:
 
 - the speculative engine is ``speedup`` times faster than the baseline (times multiplied by
   ``slowdown``, 1/0.9 for a 10% drop of the speedup);
@@ -59,7 +59,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing import Pool
 from multiprocessing.pool import Pool as PoolType
@@ -75,10 +75,7 @@ from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.hardware import Device
 from pytest_specdecode.engines.protocol import (
     Counters,
-    EngineBackend,
     PhaseTimes,
-    Placement,
-    PlainCalls,
     RequestFigures,
     Round,
     StepProfile,
@@ -90,6 +87,7 @@ from pytest_specdecode.measure.result import Result
 from pytest_specdecode.measure.sequential import Session
 from pytest_specdecode.settings import BY_NAME
 from pytest_specdecode.tolerances import DEFAULT_TOLERANCES, parse_tolerances
+from tests.fakes import SimulatedEngine, SimulatedSource
 
 SPEEDUP = 2.0  # the true speedup of every simulated pair
 K = 4  # draft tokens per proposal
@@ -138,25 +136,14 @@ def noise(world: World, speculative: bool, rng: random.Random) -> float:
     return log
 
 
-class SimEngine(PlainCalls):
+class SimEngine(SimulatedEngine):
     """One simulated engine (baseline or speculative) of a :class:`SimSource`."""
 
+    source: SimSource
+
     def __init__(self, config: EngineConfig, source: SimSource) -> None:
-        self.config = config
-        self.source = source
+        super().__init__(config, source, "simulated", "simulated")
         self.speculative = config.speculative_json is not None
-        self.placement = Placement({}, "simulated", {})
-        self.info: dict[str, Any] = {"vllm_version": "simulated", "torch_version": "simulated"}
-        self.timeout = 900.0
-        self._counters = Counters()
-
-    @property
-    def alive(self) -> bool:
-        return True
-
-    @property
-    def pid(self) -> int | None:
-        return None
 
     def generate_round(
         self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
@@ -193,60 +180,23 @@ class SimEngine(PlainCalls):
         per_position = tuple(round(drafts * a**i) for i in range(1, K + 1))
         return Counters(drafts, drafts * K, sum(per_position), per_position)
 
-    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
-        n, tokens = int(sampling.get("n", 1)), int(sampling["max_tokens"])
-        rng = self.source.rng
-        return [[[rng.randrange(4) for _ in range(tokens)] for _ in range(n)] for _ in prompts]
 
-    def counters(self) -> Counters:
-        return self._counters
-
-    def close(self) -> None:
-        pass
-
-
-class SimSource:
+class SimSource(SimulatedSource):
     """The engines of one session: the :class:`World`, its session offset and its clock."""
 
-    max_engines = 2
-
     def __init__(self, world: World, rng: random.Random) -> None:
+        super().__init__(Device("cpu", "simulated"), rng)
         self.world = world
-        self.rng = rng
         self.offset = rng.gauss(0.0, world.tau) if world.tau else 0.0
-        self.slots = 0  # rounds generated so far, any engine
-        self.starts = self.restarts = 0
-        self.start_seconds = 0.0
-        self.device = Device("cpu", "simulated")
-        self._engines: dict[str, SimEngine] = {}
         self._ids: dict[int, tuple[int, ...]] = {}
+
+    def start(self, config: EngineConfig) -> SimulatedEngine:
+        return SimEngine(config, self)
 
     def token_ids(self, n: int) -> tuple[int, ...]:
         if n not in self._ids:
             self._ids[n] = tuple(range(n))
         return self._ids[n]
-
-    def acquire(
-        self,
-        config: EngineConfig,
-        *,
-        keep: Sequence[EngineConfig] = (),
-        timeout: float | None = None,
-    ) -> EngineBackend:
-        engine = self._engines.get(config.key)
-        if engine is None:
-            engine = self._engines[config.key] = SimEngine(config, self)
-            self.starts += 1
-        return engine
-
-    def is_running(self, config: EngineConfig) -> bool:
-        return config.key in self._engines
-
-    def plan(self, upcoming: Sequence[Collection[str]]) -> None:
-        pass
-
-    def close(self) -> None:
-        self._engines.clear()
 
 
 def session(world: World, rng: random.Random, **bench: Any) -> Result:

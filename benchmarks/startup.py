@@ -278,7 +278,8 @@ class ModeSource:
         self.mode = mode
         self.max_engines = max_engines
         self.starts = self.restarts = 0
-        self.start_seconds = 0.0
+        self.start_seconds = self.stop_seconds = 0.0
+        self.sequential_reasons: list[str] = []
         self.device = detect_device()
         self.log_dir = tempfile.mkdtemp(prefix="specdecode-startup-")
         self.engines: dict[str, Any] = {}

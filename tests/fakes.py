@@ -22,6 +22,7 @@ from typing import Any
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.dynamic_sd import SCHEDULE_KEY, k_at
 from pytest_specdecode.engines.hardware import Device
+from pytest_specdecode.engines.methods import has_model
 from pytest_specdecode.engines.protocol import (
     Counters,
     EngineBackend,
@@ -62,8 +63,6 @@ def step_profile(
     ``source.profiles`` is off (a served-like engine)."""
     if not source.profiles:
         return None
-    from pytest_specdecode.engines.config import NO_MODEL
-
     batch = min(concurrency or prompts, prompts)
     batches = -(-prompts // batch)
     decoded = batches * max(0, int(sampling.get("max_tokens", 4)) - 1)
@@ -75,7 +74,7 @@ def step_profile(
     length = 1 + DRAFTED * min(1.0, max(0.0, source.acceptance))
     steps = max(batches, round(decoded / length)) if decoded else 0
     nominal_base_step = (1 - PREFILL_SHARE) / decoded if decoded else 0.0
-    cost = 0.005 if config.method in NO_MODEL else source.draft_cost
+    cost = source.draft_cost if has_model(config.method) else 0.005
     draft = min(0.6 * decode_s, steps * cost * DRAFTED * nominal_base_step)
     forward = max(0.0, 0.9 * decode_s - draft)
     decode = PhaseTimes(steps, decode_s, 0.04 * decode_s, forward, 0.04 * decode_s, draft)
@@ -93,16 +92,18 @@ def scheduled_k(config: EngineConfig, batch_size: int) -> int:
     return min(k, k_at(sorted((int(s), int(e), int(v)) for s, e, v in schedule), batch_size))
 
 
-class FakeEngine(PlainCalls):
-    """One simulated engine: a baseline or a speculative engine (``draft``: a draft model
-    run as a target, ten times faster per token)."""
+class SimulatedEngine(PlainCalls):
+    """What every simulated engine shares (this fake's and ``benchmarks/decisions.py``'s): no
+    process, a placement and versions named ``kind``, the counters its rounds add up, random
+    samples from its source's ``rng``. Subclasses give ``generate_round``."""
 
-    def __init__(self, config: EngineConfig, source: FakeSource, draft: bool) -> None:
+    def __init__(
+        self, config: EngineConfig, source: SimulatedSource, kind: str, vllm_version: str
+    ) -> None:
         self.config = config
         self.source = source
-        self.draft = draft
-        self.placement = Placement({}, "fake", {})
-        self.info: dict[str, Any] = {"vllm_version": source.vllm_version, "torch_version": "fake"}
+        self.placement = Placement({}, kind, {})
+        self.info: dict[str, Any] = {"vllm_version": vllm_version, "torch_version": kind}
         self.timeout = 900.0
         self._counters = Counters()
 
@@ -113,6 +114,74 @@ class FakeEngine(PlainCalls):
     @property
     def pid(self) -> int | None:
         return None
+
+    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
+        n, tokens = int(sampling.get("n", 1)), int(sampling["max_tokens"])
+        rng = self.source.rng
+        return [[[rng.randrange(4) for _ in range(tokens)] for _ in range(n)] for _ in prompts]
+
+    def counters(self) -> Counters:
+        return self._counters
+
+    def close(self) -> None:
+        pass
+
+
+class SimulatedSource:
+    """What every simulated engine source shares: one engine per configuration, started on
+    first use (``start`` makes it) and resident until :meth:`close`; a random generator
+    ``rng`` and a clock ``slots`` (rounds generated so far, any engine) for its engines."""
+
+    max_engines = 2
+
+    def __init__(self, device: Device, rng: random.Random) -> None:
+        self.device = device
+        self.rng = rng
+        self.slots = 0
+        self.starts = self.restarts = 0
+        self.start_seconds = self.stop_seconds = 0.0
+        self.sequential_reasons: list[str] = []
+        self._engines: dict[str, SimulatedEngine] = {}
+
+    def start(self, config: EngineConfig) -> SimulatedEngine:
+        raise NotImplementedError
+
+    def acquire(
+        self,
+        config: EngineConfig,
+        *,
+        keep: Sequence[EngineConfig] = (),
+        timeout: float | None = None,
+    ) -> EngineBackend:
+        engine = self._engines.get(config.key)
+        if engine is None:
+            engine = self._engines[config.key] = self.start(config)
+            self.starts += 1
+        if timeout:
+            engine.timeout = timeout
+        return engine
+
+    def is_running(self, config: EngineConfig) -> bool:
+        return config.key in self._engines
+
+    def plan(self, upcoming: Sequence[Collection[str]]) -> None:
+        pass
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()
+
+
+class FakeEngine(SimulatedEngine):
+    """One simulated engine: a baseline or a speculative engine (``draft``: a draft model
+    run as a target, ten times faster per token)."""
+
+    source: FakeSource
+
+    def __init__(self, config: EngineConfig, source: FakeSource, draft: bool) -> None:
+        super().__init__(config, source, "fake", source.vllm_version)
+        self.draft = draft
 
     def generate_round(
         self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
@@ -205,79 +274,44 @@ class FakeEngine(PlainCalls):
             max((q.end for q in timelines), default=0.0), tuple(q.timed() for q in timelines)
         )
 
-    def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
-        n, tokens = int(sampling.get("n", 1)), int(sampling["max_tokens"])
-        rng = self.source.rng
-        return [[[rng.randrange(4) for _ in range(tokens)] for _ in range(n)] for _ in prompts]
-
-    def counters(self) -> Counters:
-        return self._counters
-
     def close(self) -> None:
         self.source.closed += 1
 
 
-class FakeSource:
+class FakeSource(SimulatedSource):
     """Simulated engines with a set speedup, acceptance and per-round noise."""
 
-    max_engines = 2
-
     def __init__(self) -> None:
+        super().__init__(Device("cpu", "fake CPU"), random.Random(0))
         self.speedup = 2.0
         self.acceptance = 0.8
         self.noise = 0.02  # sd of a round's log time
         self.drift = 0.0  # added to a round's log time per round generated before it
-        self.slots = 0  # rounds generated so far (any engine)
         self.speedup_fn: Any = None  # (k, concurrency) -> speedup, for sweeps
         self.per_request = True  # speculative rounds report acceptance per request
         self.load_step = 0.010  # load rounds: a step's fixed cost, seconds
         self.load_per_token = 0.004  # load rounds: per token a step processes, seconds
         self.load_draft = 0.2  # load rounds: the draft's share on top of a step's fixed cost
         self.prompt_acceptance: Any = None  # prompt index -> its acceptance (default: all equal)
-        self.rng = random.Random(0)
         self.rounds = 0  # speculative rounds generated, over all runs
         self.draft_cost = 0.1  # a draft model's time per draft token / a target decode step
         self.profiles = True  # rounds carry a step profile (off: like a served engine)
-        self.starts = 0
-        self.restarts = 0
-        self.start_seconds = 0.0
         self.closed = 0
         self.plans: list[list[frozenset[str]]] = []  # every plan() the plugin gave
         self.events: list[tuple[str, str]] = []  # FakeWorker starts and stops, in order
         self.fail_start: set[str] = set()  # targets whose FakeWorker fails to start
-        self.device = Device("cpu", "fake CPU")
         self.vllm_version = "fake"  # the engines' vLLM version, as the environment records it
-        self._engines: dict[str, FakeEngine] = {}
         self._drafts: set[str] = set()
 
-    def acquire(
-        self,
-        config: EngineConfig,
-        *,
-        keep: Sequence[EngineConfig] = (),
-        timeout: float | None = None,
-    ) -> EngineBackend:
+    def start(self, config: EngineConfig) -> SimulatedEngine:
+        """A baseline engine of a target some speculative engine drafted with is a draft."""
         if config.draft:
             self._drafts.add(config.draft)
-        engine = self._engines.get(config.key)
-        if engine is None:
-            draft = config.speculative_json is None and config.target in self._drafts
-            engine = self._engines[config.key] = FakeEngine(config, self, draft)
-            self.starts += 1
-        if timeout:
-            engine.timeout = timeout
-        return engine
-
-    def is_running(self, config: EngineConfig) -> bool:
-        return config.key in self._engines
+        draft = config.speculative_json is None and config.target in self._drafts
+        return FakeEngine(config, self, draft)
 
     def plan(self, upcoming: Sequence[Collection[str]]) -> None:
         self.plans.append([frozenset(need) for need in upcoming])
-
-    def close(self) -> None:
-        for engine in self._engines.values():
-            engine.close()
-        self._engines.clear()
 
 
 class FakePlugin:

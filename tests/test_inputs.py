@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import pytest_specdecode.engines.vllm_schema as vllm_schema
-from pytest_specdecode.engines.config import EngineConfig, max_model_len, tokenizer_file
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.model_folder import max_model_len, tokenizer_file
 from pytest_specdecode.engines.vllm_schema import (
     EngineArgsSchema,
     installed_engine_args,

@@ -243,6 +243,21 @@ def test_proposers_without_a_model_cost_nothing(method: str) -> None:
     assert result.cost_ratio == 0.0 and result.phases is not None
 
 
+def test_ngram_gpu_gets_the_figures_of_ngram() -> None:
+    """One proposer table answers "has a model": ngram_gpu, like ngram, costs nothing and so
+    gets a predicted speedup and an efficiency (it once got a cost ratio of None)."""
+    figures = {}
+    for method in ("ngram", "ngram_gpu"):
+        spec = {"method": method, "num_speculative_tokens": 4}
+        result = Bench("org/target", spec, source=FakeSource(), progress=None, trials=3).run(
+            ["p"], max_tokens=4
+        )
+        figures[method] = (result.cost_ratio, result.predicted_speedup, result.efficiency)
+    assert figures["ngram_gpu"] == figures["ngram"]
+    cost, predicted, efficiency = figures["ngram_gpu"]
+    assert cost == 0.0 and predicted is not None and efficiency is not None
+
+
 def test_the_break_even_rises_with_concurrency_in_a_sweep() -> None:
     source = FakeSource()
     source.speedup_fn = lambda k, c: {1: 2.0, 4: 1.4, 16: 0.9}[c]

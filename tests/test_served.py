@@ -17,7 +17,7 @@ from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.protocol import Counters, EngineBackend, EngineSource, LoadRound
 from pytest_specdecode.engines.served import ServedEngine, ServedPool, ServerMetrics, parse_metrics
 from pytest_specdecode.errors import ConfigError, EngineError
-from pytest_specdecode.settings import BY_NAME
+from pytest_specdecode.settings import API_KEY_ENV, BY_NAME
 
 SPEC_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
@@ -264,6 +264,7 @@ def server(servers: Any) -> FakeServer:
 
 CONFIG = EngineConfig.create("tiny", {"method": "served"}, {})
 BASE_CONFIG = EngineConfig.create("tiny", None, {})
+KEY = API_KEY_ENV  # the api_key_env setting's default: SPECDECODE_API_KEY
 SAMPLING = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
 
 
@@ -354,7 +355,7 @@ def test_sample_with_too_few_completions_is_an_engine_error(server: FakeServer) 
 
 def test_served_engines_implement_the_engine_boundary(servers: Any) -> None:
     base, spec = servers(speculating=False), servers()
-    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    pool = ServedPool(base.url, spec.url, KEY)
     assert isinstance(pool, EngineSource)
     assert pool.device.kind == "served" and pool.starts == 0 and pool.max_engines == 2
     engine = pool.acquire(CONFIG)
@@ -365,7 +366,7 @@ def test_served_engines_implement_the_engine_boundary(servers: Any) -> None:
 
 def test_the_speculative_engine_tells_k_from_the_servers_counters(servers: Any) -> None:
     base, spec = servers(speculating=False), servers()
-    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    pool = ServedPool(base.url, spec.url, KEY)
     engine = pool.acquire(CONFIG)
     assert engine.info["method"] == "served"
     assert engine.info["num_speculative_tokens"] == 2  # positions 0 and 1 on /metrics
@@ -388,9 +389,11 @@ def test_api_key_from_environment_and_never_printed(
     server = servers(api_key="s3cret")
     monkeypatch.delenv("SPECDECODE_API_KEY", raising=False)
     with pytest.raises(EngineError, match=r"HTTP 401 \(set the API key in \$SPECDECODE_API_KEY\)"):
+        ServedEngine(server.url, CONFIG, KEY)
+    with pytest.raises(EngineError, match=r"HTTP 401 \(no API key: give the environment var"):
         ServedEngine(server.url, CONFIG)
     monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
-    engine = ServedEngine(server.url, CONFIG)
+    engine = ServedEngine(server.url, CONFIG, KEY)
     engine.generate_round(["a"], SAMPLING)
     assert server.keys_seen()[-1] == "Bearer s3cret"
 
@@ -401,7 +404,7 @@ def test_a_401_that_echoes_the_key_is_redacted(
     server = servers(api_key="the-right-key")
     monkeypatch.setenv("SPECDECODE_API_KEY", "a-wrong-s3cret")
     with pytest.raises(EngineError, match="HTTP 401") as info:
-        ServedEngine(server.url, CONFIG)
+        ServedEngine(server.url, CONFIG, KEY)
     assert server.keys_seen() == ["Bearer a-wrong-s3cret"]  # the body echoed this header
     assert "a-wrong-s3cret" not in str(info.value)
     assert "Bearer ***" in str(info.value)
@@ -413,7 +416,7 @@ def test_a_redirect_to_another_origin_does_not_carry_the_key(
     monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
     elsewhere = servers()  # another port: another origin
     server = servers(redirects={"/v1/models": elsewhere.url + "/v1/models"})
-    engine = ServedEngine(server.url, CONFIG)
+    engine = ServedEngine(server.url, CONFIG, KEY)
     assert engine.model == "tiny"  # the redirect was followed ...
     assert server.seen[0] == ("/v1/models", "Bearer s3cret")
     assert elsewhere.seen == [("/v1/models", None)]  # ... without the key
@@ -424,7 +427,7 @@ def test_a_redirect_within_the_origin_keeps_the_key(
 ) -> None:
     monkeypatch.setenv("SPECDECODE_API_KEY", "s3cret")
     server = servers(redirects={"/v1/models": "/v1/models/"})
-    ServedEngine(server.url, CONFIG)
+    ServedEngine(server.url, CONFIG, KEY)
     assert server.seen[:2] == [("/v1/models", "Bearer s3cret"), ("/v1/models/", "Bearer s3cret")]
 
 
@@ -444,15 +447,15 @@ def test_the_pool_passes_its_timeout_and_a_tests_own_to_the_first_request(
 ) -> None:
     base, spec = servers(speculating=False, delay=30), servers(delay=30)
     with pytest.raises(EngineError, match=r"no answer within 0\.3 s"):
-        ServedPool(base.url, spec.url, "SPECDECODE_API_KEY", timeout=0.3).acquire(BASE_CONFIG)
-    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY", timeout=900)
+        ServedPool(base.url, spec.url, KEY, timeout=0.3).acquire(BASE_CONFIG)
+    pool = ServedPool(base.url, spec.url, KEY, timeout=900)
     with pytest.raises(EngineError, match=r"no answer within 0\.25 s"):
         pool.acquire(BASE_CONFIG, timeout=0.25)
 
 
 def test_the_pool_records_both_servers_and_their_models(servers: Any) -> None:
     base, spec = servers(speculating=False), servers()
-    pool = ServedPool(base.url + "/", spec.url, "SPECDECODE_API_KEY", timeout=5)
+    pool = ServedPool(base.url + "/", spec.url, KEY, timeout=5)
     engine = pool.acquire(CONFIG)
     assert engine.role == "speculative" and engine.url == spec.url and engine.timeout == 5
     assert pool.acquire(BASE_CONFIG).role == "baseline"
@@ -464,7 +467,7 @@ def test_the_pool_records_both_servers_and_their_models(servers: Any) -> None:
 
 def test_servers_of_different_models_are_refused(servers: Any) -> None:
     base, spec = servers(model="tiny", speculating=False), servers(model="other")
-    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    pool = ServedPool(base.url, spec.url, KEY)
     with pytest.raises(ConfigError, match="serve different models") as info:
         pool.acquire(BASE_CONFIG)
     for fact in (base.url, spec.url, "'tiny'", "'other'"):
@@ -474,14 +477,14 @@ def test_servers_of_different_models_are_refused(servers: Any) -> None:
 def test_a_different_served_name_for_the_same_model_is_accepted(servers: Any) -> None:
     base = servers(model="tiny", root="/models/tiny", speculating=False)
     spec = servers(model="tiny-eagle", root="/models/tiny")
-    engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(CONFIG)
+    engine = ServedPool(base.url, spec.url, KEY).acquire(CONFIG)
     assert engine.info["served"]["speculative"] == {
         "url": spec.url, "model": "tiny-eagle", "root": "/models/tiny"
     }  # fmt: skip
 
 
 def test_a_baseline_server_that_speculates_is_refused(server: FakeServer) -> None:
-    pool = ServedPool(server.url, server.url, "SPECDECODE_API_KEY")
+    pool = ServedPool(server.url, server.url, KEY)
     with pytest.raises(ConfigError, match="--specdecode-baseline-url .* speculates") as info:
         pool.acquire(BASE_CONFIG)
     assert "both options give the same URL" in str(info.value)
@@ -489,14 +492,14 @@ def test_a_baseline_server_that_speculates_is_refused(server: FakeServer) -> Non
 
 def test_a_speculative_server_that_does_not_speculate_is_refused(servers: Any) -> None:
     base, spec = servers(speculating=False), servers(speculating=False)
-    pool = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY")
+    pool = ServedPool(base.url, spec.url, KEY)
     with pytest.raises(ConfigError, match="--specdecode-speculative-url .* does not speculate"):
         pool.acquire(BASE_CONFIG)
 
 
 def test_a_baseline_whose_drafts_move_during_a_round_is_refused(servers: Any) -> None:
     base, spec = servers(speculating=False), servers()
-    engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(BASE_CONFIG)
+    engine = ServedPool(base.url, spec.url, KEY).acquire(BASE_CONFIG)
     base.speculating = True  # e.g. the load balancer now sends us to a speculating replica
     with pytest.raises(ConfigError, match="vllm:spec_decode_num_drafts went from 0 to 4"):
         engine.generate_round(["a"], SAMPLING)
@@ -682,7 +685,7 @@ def test_a_load_round_counts_other_traffic_and_fails_on_a_stream_error(servers: 
 
 def test_a_baseline_whose_drafts_move_during_a_load_round_is_refused(servers: Any) -> None:
     base, spec = servers(speculating=False), servers()
-    engine = ServedPool(base.url, spec.url, "SPECDECODE_API_KEY").acquire(BASE_CONFIG)
+    engine = ServedPool(base.url, spec.url, KEY).acquire(BASE_CONFIG)
     base.speculating = True
     with pytest.raises(ConfigError, match="vllm:spec_decode_num_drafts went from 0 to 4"):
         engine.load_round(["a"], SAMPLING, [0.0])

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
-from .config import config_context, looks_local
+from .methods import draft_model, method_facts
+from .model_folder import config_context, looks_local
 
 #: Special-token roles compared between draft and target. A different ``bos``/``unk`` means
 #: another tokenizer; a different ``eos``/``pad`` is also what separates a base model from its
@@ -33,12 +34,6 @@ _LOOSE_ROLES = ("eos", "pad")
 
 #: Where checkpoints record the model an EAGLE/MTP head was trained on.
 _BASE_MODEL_KEYS = ("base_model_name_or_path", "base_model", "target_model", "verifier")
-
-
-def is_head(method: str) -> bool:
-    """Whether ``method`` names a head that reads the target's hidden states (EAGLE, EAGLE3,
-    MTP and the model-specific ``*_mtp`` names of vLLM's method list)."""
-    return method in ("eagle", "eagle3", "mtp") or method.endswith("_mtp")
 
 
 def hub_cache() -> Path:
@@ -285,9 +280,10 @@ def check_compatibility(
     ``target``, warn (:class:`SpecDecodeWarning`) when it works but is likely a mistake, and
     return notes on what could not be checked (also warned, once per model)."""
     draft_name = spec.get("model")
-    if not isinstance(draft_name, str) or draft_name in ("ngram", target):
+    if not isinstance(draft_name, str) or draft_model(spec) in (None, target):
         return []
-    if method != "draft_model" and not is_head(method):
+    facts = method_facts(method)
+    if not facts.standalone and not facts.head:
         return []
     found = {
         "draft": locate(draft_name, spec.get("revision")),
@@ -307,7 +303,7 @@ def check_compatibility(
         return notes
     draft, model = ModelFiles(draft_name, draft_folder), ModelFiles(target, target_folder)
     where = f"{source}: the draft {draft_name!r}"
-    if is_head(method):
+    if facts.head:
         _check_head(draft, model, method, where)
         return notes
     if not spec.get("use_heterogeneous_vocab"):

@@ -3,135 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..names import display_name
 from .dynamic_sd import SCHEDULE_KEY, check_schedule, check_schedule_support
+from .methods import NO_MODEL, draft_model, implied_method, method_facts, model_placeholder
+from .model_folder import check_model_path
 
 if TYPE_CHECKING:
     from .hardware import Device
-
-
-def looks_local(model: str) -> bool:
-    """Whether a model reference is meant as a local folder (not a hub name like org/name)."""
-    return model.startswith(("/", "./", "../", "~")) or os.path.exists(os.path.expanduser(model))
-
-
-def _model_config(model: str) -> dict[str, Any]:
-    """The ``config.json`` of a local model folder, or ``{}`` when unreadable."""
-    config = Path(os.path.expanduser(model)) / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-#: The files that make a folder a model vLLM can load: a Hugging Face ``config.json``, or a
-#: Mistral-format ``params.json``.
-_MODEL_CONFIG_FILES = ("config.json", "params.json")
-
-
-def check_model_path(model: str, source: str) -> None:
-    """A local model reference must be an existing folder holding a ``config.json`` (or a
-    GGUF file, which vLLM loads by path)."""
-    if not looks_local(model):
-        return
-    path = Path(os.path.expanduser(model))
-    if not path.exists():
-        raise ConfigError(
-            f"{source}: model folder {model!r} does not exist; give an existing local folder "
-            "or a model name vLLM can load"
-        )
-    if not path.is_dir():
-        if path.suffix == ".gguf":
-            return
-        raise ConfigError(
-            f"{source}: model folder {model!r} is a file, not a folder; give the folder that "
-            "holds the model's config.json, weights and tokenizer files"
-        )
-    if not any((path / name).is_file() for name in _MODEL_CONFIG_FILES):
-        raise ConfigError(
-            f"{source}: model folder {model!r} holds no config.json; a model folder holds "
-            "config.json, the weights (*.safetensors) and the tokenizer files, as saved by "
-            "save_pretrained() or downloaded from the Hugging Face hub"
-        )
-
-
-#: Keys of a Hugging Face config from which vLLM derives the context length (the smallest).
-_CONTEXT_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
-
-
-#: RoPE types whose ``max_position_embeddings`` vLLM takes as the length as it stands.
-_UNSCALED = (None, "default", "llama3", "yarn", "deepseek_yarn")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def max_model_len(target: str, engine_kwargs: dict[str, Any]) -> tuple[int, str] | None:
-    """The engine's context length and where it comes from, when known without vLLM:
-    ``max_model_len`` in ``engine_kwargs``, else what vLLM derives from a local target's
-    ``config.json``. ``None`` when it cannot be told (hub model, RoPE scaling, overrides)."""
-    given = engine_kwargs.get("max_model_len")
-    if given is not None:
-        if _is_int(given) and given > 0:
-            return given, "max_model_len in engine_kwargs"
-        return None  # -1 (fit to memory), "4k": vLLM's to interpret
-    if not looks_local(target) or "hf_overrides" in engine_kwargs:
-        return None
-    found = config_context(_model_config(target))
-    if found is None:
-        return None
-    return found[0], f"{found[1]} in {os.path.join(target, 'config.json')}"
-
-
-def config_context(data: Mapping[str, Any]) -> tuple[int, str] | None:
-    """The context length vLLM derives from a ``config.json`` and the key it comes from;
-    ``None`` when none is given or RoPE scaling may change it."""
-    nested = data.get("text_config")
-    text: Mapping[str, Any] = nested if isinstance(nested, dict) else data
-    for rope_key in ("rope_scaling", "rope_parameters"):
-        rope = text.get(rope_key)
-        if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) not in _UNSCALED:
-            return None  # vLLM may scale the length by the RoPE factor: leave that to it
-    found = {k: text[k] for k in _CONTEXT_KEYS if _is_int(text.get(k)) and text[k] > 0}
-    if not found:
-        return None
-    key = "model_max_length" if "model_max_length" in found else min(found, key=found.__getitem__)
-    return found[key], key
-
-
-def tokenizer_file(target: str, engine_kwargs: dict[str, Any]) -> Path | None:
-    """The ``tokenizer.json`` vLLM's tokenizer is built from, when it is a local file that the
-    ``tokenizers`` package reads as vLLM would (no Mistral tokenizer, no skipped init)."""
-    if engine_kwargs.get("skip_tokenizer_init") or engine_kwargs.get("tokenizer_mode") not in (
-        None,
-        "auto",
-        "hf",
-    ):
-        return None
-    folder = str(engine_kwargs.get("tokenizer") or target)
-    if not looks_local(folder):
-        return None
-    path = Path(os.path.expanduser(folder)) / "tokenizer.json"
-    return path if path.is_file() else None
 
 
 def _canonical(obj: Any) -> str:
@@ -182,7 +65,7 @@ class EngineConfig:
             return str(method)
         if not spec:
             return "unknown"  # a served engine whose configuration is the server's
-        return "ngram" if spec.get("model") == "ngram" else "draft_model"
+        return implied_method(spec)
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -262,25 +145,13 @@ class EngineConfig:
         from .compat import check_compatibility
 
         check_model_path(self.target, source.replace("speculative_config", "target"))
-        if self.method == "draft_model" and not spec.get("model"):  # also without vLLM
-            _refuse_missing_model("draft_model", source, None)
+        if method_facts(self.method).standalone and not spec.get("model"):  # also without vLLM
+            _refuse_missing_model(self.method, source, None)
         draft = self.draft
         if draft is None:
             return
         check_model_path(draft, f"{source}: model")
         check_compatibility(self.target, spec, self.engine_kwargs, self.method, source)
-
-
-#: What ``model`` holds for each method that needs one (vLLM 0.32's ``SpeculativeConfig``).
-_MODEL_FOR = {
-    "draft_model": "<path or hub id of a draft model sharing the target's tokenizer>",
-    "eagle": "<path or hub id of an EAGLE head trained for the target>",
-    "eagle3": "<path or hub id of an EAGLE-3 head trained for the target>",
-    "dflash": "<path or hub id of a DFlash draft trained for the target>",
-    "medusa": "<path or hub id of Medusa heads trained for the target>",
-    "mlp_speculator": "<path or hub id of an MLP speculator trained for the target>",
-    "custom_class": "<dotted import path of the proposer class, e.g. my_pkg.MyProposer>",
-}
 
 
 def _refuse_missing_model(method: str, source: str, schema_source: str | None) -> None:
@@ -293,13 +164,13 @@ def _refuse_missing_model(method: str, source: str, schema_source: str | None) -
     mlp_speculator) raises "num_speculative_tokens was provided but without speculative
     model", which surfaces only once the engine starts. Which methods need it is read from
     the installed vLLM (:meth:`~.vllm_schema.SpeculativeSchema.needs_model`)."""
-    what = _MODEL_FOR.get(method, f"<path or hub id of the {method} proposer's weights>")
+    what = model_placeholder(method)
     why = f" (read from {schema_source})" if schema_source else ""
     raise ConfigError(
         f'{source}: method "{method}" needs "model": the installed vLLM loads its proposer '
         f'from it and starts no {method} engine without one{why}; add "model": '
         f'"{what}", or choose a method that needs no model '
-        "(ngram, suffix; mtp uses the target's own MTP layers)"
+        f"({', '.join(sorted(NO_MODEL))}; mtp uses the target's own MTP layers)"
     )
 
 
@@ -370,17 +241,6 @@ def engine_pair(
         speculative.check_speculative_config(where("speculative_config"))
     return baseline, speculative
 
-
-def draft_model(speculative_config: Mapping[str, Any] | None) -> str | None:
-    """The draft model or head a speculative config loads (None for n-gram and the like)."""
-    model = (speculative_config or {}).get("model")
-    return None if model in (None, "ngram") else str(model)
-
-
-#: Proposers that run no model: their drafts come from lookups (n-grams of the prompt and
-#: output, a suffix tree), so they hold no weights and their cost ratio is 0. One home: every
-#: "has a model" question asks this set.
-NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 #: vLLM's rejection-sampling method that accepts draft tokens at forced rates
 #: (``synthetic_acceptance_length`` or ``synthetic_acceptance_rates``) instead of verifying them.

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .methods import method_facts
 
 #: The speculative-config key that holds a schedule.
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
@@ -185,21 +186,11 @@ def check_schedule(
     return [(int(s), int(e), int(kk)) for s, e, kk in normal]
 
 
-#: Methods that take a schedule and then draft as if it were not there, and why (vLLM 0.32).
-IGNORES_SCHEDULE = {
-    "custom_class": (
-        "vLLM calls a custom_class proposer without the scheduled k "
-        "(GPUModelRunner.propose_draft_token_ids, which the CPU runner inherits), so it drafts "
-        "its own number of tokens at every batch size"
-    ),
-}
-
-
 def check_schedule_support(method: str, engine_kwargs: Mapping[str, Any], source: str) -> None:
     """Refuse a schedule vLLM would take and then not act on: a method whose proposer ignores
     the scheduled k, or data parallelism (vLLM drops the schedule with a warning, since ranks
     could choose different k)."""
-    why = IGNORES_SCHEDULE.get(method)
+    why = method_facts(method).ignores_schedule
     if why is not None:
         raise ConfigError(
             f"{source}: {SCHEDULE_KEY} does not work with method {method!r}: {why}; remove "

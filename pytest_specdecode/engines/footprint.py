@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import NO_MODEL
+from .methods import has_model
 
 #: Bytes per element of the safetensors dtypes.
 _SAFETENSORS_BYTES = {
@@ -133,7 +133,7 @@ def proposer_footprint(vllm_config: Any) -> dict[str, Any]:
         kv = kv_bytes_per_token(
             draft, spec.draft_parallel_config, str(vllm_config.cache_config.cache_dtype)
         )
-    if draft is None or draft is target or spec.method in NO_MODEL:
+    if draft is None or draft is target or not has_model(spec.method):
         return {"weights_bytes": 0, "kv_bytes_per_token": kv, "why": f"{spec.method}: no model"}
     if draft.model == target.model:
         return {

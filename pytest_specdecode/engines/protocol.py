@@ -548,13 +548,16 @@ class EngineSource(Protocol):
     ``acquire`` gives the engine of a configuration (``keep``: the ones needed with it, not to
     be shut down for it); ``plan`` tells which engine keys the tests ahead need, the running
     test first, so that a bounded source keeps those needed soonest; ``starts``,
-    ``restarts`` (starts of an engine it had started before) and ``start_seconds`` (wall time
-    spent waiting for starts) count what it cost."""
+    ``restarts`` (starts of an engine it had started before), ``start_seconds`` (wall time
+    spent waiting for starts) and ``stop_seconds`` (shutting engines down) count what it cost;
+    ``sequential_reasons`` says why engines started one after the other (once per reason)."""
 
     max_engines: int
     starts: int
     restarts: int
     start_seconds: float
+    stop_seconds: float
+    sequential_reasons: list[str]
 
     @property
     def device(self) -> Device: ...

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..errors import ConfigError, EngineError
-from ..settings import API_KEY_ENV
 from .config import EngineConfig
 from .hardware import Device
 from .protocol import (
@@ -163,13 +162,15 @@ class ServedEngine(PlainCalls):
     ``role`` (``"baseline"`` or ``"speculative"``) only names the server in messages; the
     baseline one must not speculate (checked by the pool, and after every round). ``timeout``
     bounds every request as a whole, the first ones (``/v1/models``, ``/version``) included.
+    ``api_key_env`` names the environment variable holding the API key, read at every request
+    (None: no key is sent).
     """
 
     def __init__(
         self,
         url: str,
         config: EngineConfig,
-        api_key_env: str = API_KEY_ENV,
+        api_key_env: str | None = None,
         *,
         timeout: float = 900.0,
         model: str | None = None,
@@ -244,7 +245,7 @@ class ServedEngine(PlainCalls):
             return self._http
 
     def _key(self) -> str | None:
-        return os.environ.get(self.api_key_env) or None
+        return (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
 
     def _authorize(self, request: httpx.Request) -> None:
         """Runs on every request, each redirect included: the key goes to the server's own
@@ -328,9 +329,10 @@ class ServedEngine(PlainCalls):
                 text = detail[:_DETAIL_BYTES].decode(errors="replace")
                 hint = (
                     f" (set the API key in ${self.api_key_env})"
-                    if r.status_code in (401, 403)
-                    else ""
+                    if self.api_key_env
+                    else " (no API key: give the environment variable that holds one)"
                 )
+                hint = hint if r.status_code in (401, 403) else ""
                 raise EngineError(
                     self._redact(f"{self.url}{path}: HTTP {r.status_code}{hint}: {text}")
                 )
@@ -594,23 +596,21 @@ class ServedPool:
 
     Both servers are contacted on first use and checked together (same model, only the
     speculative one speculates) before anything is measured. ``timeout`` bounds every request,
-    the first ones included; a test's own timeout replaces it for that test.
+    the first ones included; a test's own timeout replaces it for that test. The URLs come
+    checked (the ``baseline_url`` and ``speculative_url`` settings); ``api_key_env`` names the
+    environment variable holding the API key.
     """
 
     def __init__(
         self, baseline_url: str, speculative_url: str, api_key_env: str, timeout: float = 900.0
     ) -> None:
-        from ..settings import BY_NAME
-
-        self.urls = {
-            role: BY_NAME[f"{role}_url"].parse(url, f"--specdecode-{role}-url")
-            for role, url in (("baseline", baseline_url), ("speculative", speculative_url))
-        }
+        self.urls = {"baseline": baseline_url, "speculative": speculative_url}
         self.api_key_env = api_key_env
         self.timeout = timeout
         self.max_engines = 2
         self.starts = self.restarts = 0  # servers are not started here
-        self.start_seconds = 0.0
+        self.start_seconds = self.stop_seconds = 0.0
+        self.sequential_reasons: list[str] = []
         self._engines: dict[str, ServedEngine] = {}
 
     @property

@@ -18,15 +18,9 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ..engines.config import (
-    NO_MODEL,
-    EngineConfig,
-    check_on_device,
-    draft_model,
-    engine_pair,
-    lossy,
-)
+from ..engines.config import EngineConfig, check_on_device, engine_pair, lossy
 from ..engines.dynamic_sd import SCHEDULE_KEY
+from ..engines.methods import draft_model, has_model
 from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair
@@ -435,7 +429,7 @@ class Bench:
         from inside the speculative engine otherwise (its draft proposal per drafted token
         over the baseline's decode step, :func:`~.phases.cost_ratio`); None where the rounds
         carry no step profile (served engines) or the setting is off."""
-        if spec.method in NO_MODEL:
+        if not has_model(spec.method):
             return 0.0
         if self.settings.get("cost_ratio") == "off":
             return None

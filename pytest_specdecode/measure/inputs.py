@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engines.config import EngineConfig, max_model_len, tokenizer_file
+from ..engines.config import EngineConfig
+from ..engines.model_folder import max_model_len, tokenizer_file
 from ..errors import ConfigError
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engines.config import draft_model
+from ..engines.methods import draft_model
 from ..engines.protocol import Counters, LoadRound, TimedRequest
 from ..errors import ConfigError
 from .result import finite, number

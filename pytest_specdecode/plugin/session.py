@@ -186,7 +186,7 @@ class SpecDecodeSession:
                 engine_starts=self._pool.starts,
                 restarts=self._pool.restarts,
                 start_seconds=self._pool.start_seconds,
-                stop_seconds=getattr(self._pool, "stop_seconds", 0.0),
+                stop_seconds=self._pool.stop_seconds,
             )
         for bench in self.benches:
             spent += bench.time
@@ -354,7 +354,7 @@ class SpecDecodeSession:
 
     def start_notes(self) -> list[str]:
         """How engines started: why some started one after the other."""
-        notes = list(getattr(self._pool, "sequential_reasons", []))
+        notes = list(self._pool.sequential_reasons if self._pool is not None else [])
         return notes + [n for n in dict.fromkeys(self.remote_start_notes) if n not in notes]
 
     def worker_output(self, nodeid: str | None = None, worker: str | None = None) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-from ..engines.config import NO_MODEL
+from ..engines.methods import NO_MODEL
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 from ..names import display_name

@@ -1,0 +1,121 @@
+"""The proposer table: what the plugin knows about each of vLLM's speculative methods.
+
+One row per method of vLLM 0.32's ``SpeculativeConfig.method``; every question about a method
+(has it a model, is it a head inside the target, which checks apply, what its ``model``
+holds, does it act on a k schedule) asks this module. A new method is one row. Which methods
+the installed vLLM accepts, and which need ``model``, is read from its source
+(:mod:`.vllm_schema`), not from here.
+
+A method not in the table (one of vLLM's model-specific ``*_mtp`` names, or a newer one) gets
+:func:`method_facts`' defaults: a model, a head when its name ends in ``_mtp``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Method:
+    """What the plugin knows of one speculative method."""
+
+    name: str
+    #: runs a model: holds weights and its proposal costs forward passes (False: drafts come
+    #: from lookups, n-grams of the prompt and output or a suffix tree, so no weights and a
+    #: cost ratio of 0)
+    model: bool = True
+    #: a head reading the target's hidden states (EAGLE, EAGLE-3, MTP): checked against the
+    #: target's hidden size and the base model it records
+    head: bool = False
+    #: a complete language model sharing the target's tokenizer: checked for tokenizer,
+    #: context window and size; the method vLLM takes for a config with ``model`` and no
+    #: ``method``, and refused without ``model`` even where vLLM's own rules cannot be read
+    standalone: bool = False
+    #: what ``model`` holds, in a message asking for one
+    placeholder: str | None = None
+    #: why the method takes a k schedule and then drafts as if it were not there (vLLM 0.32)
+    ignores_schedule: str | None = None
+
+
+_ROWS = (
+    Method(
+        "draft_model",
+        standalone=True,
+        placeholder="<path or hub id of a draft model sharing the target's tokenizer>",
+    ),
+    Method(
+        "eagle", head=True, placeholder="<path or hub id of an EAGLE head trained for the target>"
+    ),
+    Method(
+        "eagle3",
+        head=True,
+        placeholder="<path or hub id of an EAGLE-3 head trained for the target>",
+    ),
+    Method("mtp", head=True),  # the target's own MTP layers unless ``model`` names others
+    Method("dflash", placeholder="<path or hub id of a DFlash draft trained for the target>"),
+    Method("dspark"),  # layers shipped inside the target unless ``model`` names others
+    Method("medusa", placeholder="<path or hub id of Medusa heads trained for the target>"),
+    Method(
+        "mlp_speculator",
+        placeholder="<path or hub id of an MLP speculator trained for the target>",
+    ),
+    Method(
+        "custom_class",
+        placeholder="<dotted import path of the proposer class, e.g. my_pkg.MyProposer>",
+        ignores_schedule=(
+            "vLLM calls a custom_class proposer without the scheduled k "
+            "(GPUModelRunner.propose_draft_token_ids, which the CPU runner inherits), so it "
+            "drafts its own number of tokens at every batch size"
+        ),
+    ),
+    Method("ngram", model=False),
+    Method("ngram_gpu", model=False),
+    Method("suffix", model=False),
+)
+
+#: The table, by method name.
+METHODS: Mapping[str, Method] = {row.name: row for row in _ROWS}
+
+#: Proposers that run no model (ngram, ngram_gpu, suffix).
+NO_MODEL = frozenset(name for name, row in METHODS.items() if not row.model)
+
+#: What ``model`` held for the n-gram proposer before vLLM had ``method`` (not a model).
+_NGRAM_MODEL = "ngram"
+
+
+def method_facts(method: str) -> Method:
+    """The table's row for ``method``; for a method not in it, a model (a head when vLLM's
+    name for it ends in ``_mtp``)."""
+    row = METHODS.get(method)
+    return row if row is not None else Method(method, head=method.endswith("_mtp"))
+
+
+def has_model(method: str) -> bool:
+    """Whether ``method``'s proposer runs a model (False for ngram, ngram_gpu, suffix)."""
+    return method_facts(method).model
+
+
+def is_head(method: str) -> bool:
+    """Whether ``method`` names a head that reads the target's hidden states (EAGLE, EAGLE3,
+    MTP and the model-specific ``*_mtp`` names of vLLM's method list)."""
+    return method_facts(method).head
+
+
+def model_placeholder(method: str) -> str:
+    """What ``model`` holds for ``method``, as a placeholder in messages."""
+    row = method_facts(method)
+    return row.placeholder or f"<path or hub id of the {method} proposer's weights>"
+
+
+def implied_method(speculative_config: Mapping[str, Any]) -> str:
+    """The method of a speculative config that names none, as vLLM reads it: the n-gram
+    proposer for ``model`` "ngram", a draft model otherwise."""
+    return "ngram" if speculative_config.get("model") == _NGRAM_MODEL else "draft_model"
+
+
+def draft_model(speculative_config: Mapping[str, Any] | None) -> str | None:
+    """The draft model or head a speculative config loads (None for n-gram and the like)."""
+    model = (speculative_config or {}).get("model")
+    return None if model in (None, _NGRAM_MODEL) else str(model)
