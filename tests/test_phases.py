@@ -42,18 +42,19 @@ T975_2 = 4.302652729911275  # Student's t, 97.5%, 2 degrees of freedom (scipy)
 
 
 def base_round(f: float) -> Round:
-    """10 decode steps of 5 ms (times f): prepare 0.2, forward 4.0, sample 0.3, other 0.5."""
-    decode = PhaseTimes(10, 0.050 * f, 0.002 * f, 0.040 * f, 0.003 * f)
+    """12 decode steps of 5 ms (times f): prepare 0.2, forward 4.0, sample 0.3, other 0.5."""
+    decode = PhaseTimes(12, 0.060 * f, 0.0024 * f, 0.048 * f, 0.0036 * f)
     return Round(
         1.0 * f, _requests(), profile=StepProfile(PhaseTimes(1, 0.01, 0.001, 0.008), decode)
     )
 
 
-def spec_round(draft: float = 0.012) -> Round:
-    """4 decode steps of 10 ms: prepare 0.25, sample 0.5, draft 3.0 (by default), other 0.25
-    and the verification pass the rest."""
+def spec_round(draft: float = 0.012, steps: int = 4) -> Round:
+    """``steps`` decode steps of 10 ms: prepare 0.25, sample 0.5, draft 3.0 (``draft`` s per 4
+    steps, by default), other 0.25 and the verification pass the rest."""
     forward = 0.040 - 0.001 - 0.002 - draft - 0.001
-    decode = PhaseTimes(4, 0.040, 0.001, forward, 0.002, draft)
+    n = steps / 4
+    decode = PhaseTimes(steps, 0.040 * n, 0.001 * n, forward * n, 0.002 * n, draft * n)
     return Round(0.5, _requests(), profile=StepProfile(PhaseTimes(1, 0.012, 0.001, 0.01), decode))
 
 
@@ -70,9 +71,11 @@ def paired(
     accepted: tuple[int, ...] = (8, 10, 6), draft: float = 0.012, spec_time: float = 0.5
 ) -> PairedRounds:
     per_round = round_counters(accepted)
+    # the 12 baseline tokens in as many steps as the mean acceptance length allows: 4 at 3.0
+    steps = round(12 / (1 + sum(accepted) / len(accepted) / 4))
     return PairedRounds(
         baseline=tuple(base_round(f) for f in SCALES),
-        speculative=tuple(replace(spec_round(draft), elapsed=spec_time) for _ in SCALES),
+        speculative=tuple(replace(spec_round(draft, steps), elapsed=spec_time) for _ in SCALES),
         counters=sum(per_round, Counters()),
         round_counters=per_round,
         mode="interleaved",
@@ -96,7 +99,7 @@ def test_phase_summary_of_hand_built_rounds() -> None:
     phases = summarize(raw.baseline, raw.speculative, raw.counters, raw.round_counters, 2)
     assert phases is not None and phases.clock == "wall"
     base, spec = phases.baseline.decode, phases.speculative.decode
-    assert base.steps == 10 and spec.steps == 4
+    assert base.steps == 12 and spec.steps == 4 and phases.step_yield == pytest.approx(3.0)
     # pooled over rounds: seconds / steps * 1000
     assert (base.prepare_ms, base.forward_ms, base.sample_ms, base.draft_ms) == pytest.approx(
         (0.2, 4.0, 0.3, 0.0)
