@@ -301,7 +301,10 @@ def explain(
     if measured is not None and (
         yield_differs(measured, length) or (measured > be) != (length > be)
     ):
-        said = f"each verification step {yield_text(measured, length)}"
+        said = (
+            f"each verification step yields {measured:.2f} tokens (acceptance length "
+            f"{length:.2f} counts only the steps with drafts)"
+        )
         if measured > be:
             return (
                 f"{said}, above the break-even {be:.2f}, so speculation pays; the largest "

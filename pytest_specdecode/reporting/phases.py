@@ -190,7 +190,7 @@ def explanation(row: Mapping[str, Any]) -> str:
     if figures is None:
         return ""
     said = str(figures.get("explanation") or "")
-    if not names_yield(figures, row) or "per verify step" in said:
+    if not names_yield(figures, row) or "counts only the steps with drafts" in said:
         return said
     try:
         summary = PhaseSummary.from_dict(figures)
