@@ -179,10 +179,11 @@ def test_a_report_recorded_before_the_step_yield_derives_it_from_the_step_counts
     )
     (found,) = checklists({"format_version": 1, "results": [row], "environment": {}})
     (draft,) = [x for x in found.lines if x.question == "choice of draft"]
-    assert draft.answer == "no" and (
+    said = (
         "yields 1.50 tokens per verify step (acceptance length 3.00 [2.90-3.10] counts only the "
         "steps with drafts) against break-even 2.00"
-    ) in draft.figure
+    )
+    assert draft.answer == "no" and said in draft.figure
     # a report without step counts falls back on the acceptance length
     for side in ("baseline", "speculative"):
         old[side]["decode"]["steps"] = 0
