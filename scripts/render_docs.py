@@ -30,6 +30,7 @@ from pytest_specdecode.reporting.phases import (  # noqa: E402
     phase_ms,
     phases,
     step,
+    step_yield,
     with_interval,
 )
 from pytest_specdecode.reporting.table import (  # noqa: E402
@@ -143,11 +144,12 @@ def _results_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _phase_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Per result: the decode steps in ms and the break-even against the measured length."""
+    """Per result: the decode steps in ms, the break-even, the tokens each speculative decode
+    step yields and the measured acceptance length."""
     lines = [
         "| test | spec step ms | verify | draft | other | base step ms | break-even "
-        "[95% CI] | measured length |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+        "[95% CI] | step yield | accept len |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     for r in rows:
         figures = phases(r)
@@ -161,6 +163,7 @@ def _phase_table(rows: Sequence[Mapping[str, Any]]) -> str:
             f"| {_cell(label(r))} | {ms(phase_ms(spec, 'step'))} | "
             f"{ms(phase_ms(spec, 'forward'))} | {ms(phase_ms(spec, 'draft'))} | {ms(other)} | "
             f"{ms(phase_ms(base, 'step'))} | {with_interval(be, ci, '.2f')} | "
+            f"{with_interval(step_yield(figures, r), None, '.2f')} | "
             f"{with_interval(figures.get('acceptance_length'), None, '.2f')} |"
         )
     return "\n".join(lines) + "\n"
@@ -178,8 +181,11 @@ def summary_text(report: Mapping[str, Any]) -> str:
             "\n### Where a decode step goes\n",
             "\nMean milliseconds per decode step, timed inside each engine (the speculative "
             "step's verification pass, draft proposal, and sampling + preparation + other). "
-            "Speculation pays where the measured acceptance length is above the break-even "
-            "length (the speculative step over the baseline step).\n\n",
+            "Speculation pays where the step yield (the tokens each speculative decode step "
+            "yields per request: the baseline's decode steps over the speculative engine's) is "
+            "above the break-even length (the speculative step over the baseline step). vLLM's "
+            "acceptance length counts only the steps that drafted, so it can lie above the "
+            "yield ([methodology](methodology.md#the-cost-ratio-and-the-break-even-length)).\n\n",
             figures(_phase_table(rows)),
         ]
     for sweep in report.get("sweeps") or []:
@@ -375,8 +381,21 @@ def _format(value: Any, fmt: str) -> str:
     return str(value)
 
 
+def with_derived(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``report`` whose phase figures (each result's and sweep point's) carry the
+    figures derived from them, for placeholders to quote: ``phases.step_yield``."""
+    out = json.loads(json.dumps(report))
+    rows = [*out["results"], *(p for s in out.get("sweeps") or [] for p in s.get("points") or [])]
+    for row in rows:
+        figures = row.get("phases")
+        if isinstance(figures, dict):
+            figures["step_yield"] = step_yield(figures, row)
+    return dict(out)
+
+
 def render_template(report: Mapping[str, Any], template: str) -> str:
-    return PLACEHOLDER.sub(lambda m: _figure(report, m.group(1)), template)
+    full = with_derived(report)
+    return PLACEHOLDER.sub(lambda m: _figure(full, m.group(1)), template)
 
 
 # -- the files ---------------------------------------------------------------------------------

@@ -42,18 +42,19 @@ T975_2 = 4.302652729911275  # Student's t, 97.5%, 2 degrees of freedom (scipy)
 
 
 def base_round(f: float) -> Round:
-    """10 decode steps of 5 ms (times f): prepare 0.2, forward 4.0, sample 0.3, other 0.5."""
-    decode = PhaseTimes(10, 0.050 * f, 0.002 * f, 0.040 * f, 0.003 * f)
+    """12 decode steps of 5 ms (times f): prepare 0.2, forward 4.0, sample 0.3, other 0.5."""
+    decode = PhaseTimes(12, 0.060 * f, 0.0024 * f, 0.048 * f, 0.0036 * f)
     return Round(
         1.0 * f, _requests(), profile=StepProfile(PhaseTimes(1, 0.01, 0.001, 0.008), decode)
     )
 
 
-def spec_round(draft: float = 0.012) -> Round:
-    """4 decode steps of 10 ms: prepare 0.25, sample 0.5, draft 3.0 (by default), other 0.25
-    and the verification pass the rest."""
+def spec_round(draft: float = 0.012, steps: int = 4) -> Round:
+    """``steps`` decode steps of 10 ms: prepare 0.25, sample 0.5, draft 3.0 (``draft`` s per 4
+    steps, by default), other 0.25 and the verification pass the rest."""
     forward = 0.040 - 0.001 - 0.002 - draft - 0.001
-    decode = PhaseTimes(4, 0.040, 0.001, forward, 0.002, draft)
+    n = steps / 4
+    decode = PhaseTimes(steps, 0.040 * n, 0.001 * n, forward * n, 0.002 * n, draft * n)
     return Round(0.5, _requests(), profile=StepProfile(PhaseTimes(1, 0.012, 0.001, 0.01), decode))
 
 
@@ -67,12 +68,18 @@ def round_counters(accepted: tuple[int, ...] = (8, 10, 6)) -> tuple[Counters, ..
 
 
 def paired(
-    accepted: tuple[int, ...] = (8, 10, 6), draft: float = 0.012, spec_time: float = 0.5
-) -> PairedRounds:
+    accepted: tuple[int, ...] = (8, 10, 6), draft: float = 0.012, spec_time: float = 0.5,
+    steps: int | None = None,
+) -> PairedRounds:  # fmt: skip
+    """Three paired rounds; by default the speculative engine takes the 12 baseline tokens in
+    as many decode steps as the mean acceptance length allows (4 at 3.0); ``steps`` more where
+    some steps drafted nothing (guided decoding)."""
     per_round = round_counters(accepted)
+    if steps is None:
+        steps = round(12 / (1 + sum(accepted) / len(accepted) / 4))
     return PairedRounds(
         baseline=tuple(base_round(f) for f in SCALES),
-        speculative=tuple(replace(spec_round(draft), elapsed=spec_time) for _ in SCALES),
+        speculative=tuple(replace(spec_round(draft, steps), elapsed=spec_time) for _ in SCALES),
         counters=sum(per_round, Counters()),
         round_counters=per_round,
         mode="interleaved",
@@ -96,7 +103,7 @@ def test_phase_summary_of_hand_built_rounds() -> None:
     phases = summarize(raw.baseline, raw.speculative, raw.counters, raw.round_counters, 2)
     assert phases is not None and phases.clock == "wall"
     base, spec = phases.baseline.decode, phases.speculative.decode
-    assert base.steps == 10 and spec.steps == 4
+    assert base.steps == 12 and spec.steps == 4 and phases.step_yield == pytest.approx(3.0)
     # pooled over rounds: seconds / steps * 1000
     assert (base.prepare_ms, base.forward_ms, base.sample_ms, base.draft_ms) == pytest.approx(
         (0.2, 4.0, 0.3, 0.0)
@@ -125,6 +132,63 @@ def test_phase_summary_of_hand_built_rounds() -> None:
     )
     # c = (3 ms of draft per step / 4 tokens per draft) / 5 ms per baseline step
     assert cost_ratio(phases, 12, 48) == pytest.approx(0.15)
+
+
+def test_the_break_even_is_compared_with_the_step_yield_not_the_acceptance_length() -> None:
+    """Guided decoding (the recorded json_schema run): the acceptance length counts only the
+    steps that drafted, so it clears the break-even while the steps do not pay: 12 tokens in 8
+    speculative steps of twice a baseline step's time is 1.5 tokens a step against 2.0."""
+    guided = summary(paired(steps=8), 2)
+    assert guided is not None
+    assert guided.acceptance_length == pytest.approx(3.0)
+    assert guided.break_even_length == pytest.approx(2.0)
+    assert guided.step_yield == pytest.approx(1.5) and guided.tokens_per_step == pytest.approx(1.5)
+    assert guided.pays is False
+    assert guided.explanation == (
+        "each verification step yields 1.50 tokens (acceptance length 3.00 counts only the "
+        "steps with drafts), below the break-even 2.00: draft proposal is 30% of each "
+        "speculative step"
+    )
+    # within 10% of the acceptance length but on the other side of the break-even: both named
+    near = summary(paired(accepted=(4, 4, 4), steps=7), 2)  # length 2.0 + 0; yield 12 / 7
+    assert near is not None and near.pays is False and "yields 1.71 tokens" in near.explanation
+
+
+def test_a_report_recorded_before_the_step_yield_derives_it_from_the_step_counts() -> None:
+    from pytest_specdecode.reporting.checklist import checklists
+    from pytest_specdecode.reporting.phases import explanation, pays, phase_line, step_yield
+
+    guided = summary(paired(steps=8), 2)
+    assert guided is not None
+    old = guided.to_dict()
+    assert "step_yield" not in old  # derived, not stored: the schema is unchanged
+    old["acceptance_length_ci"] = [2.9, 3.1]  # apart from the break-even's: a clear answer
+    # what a run recorded before the fix said
+    old["explanation"] = (
+        "each verification step yields 3.00 tokens, above the break-even 2.00, so speculation "
+        "pays; the largest cost: draft proposal is 30% of each speculative step"
+    )
+    again = PhaseSummary.from_dict(json.loads(json.dumps(old)))
+    assert again.step_yield == pytest.approx(1.5) and again.pays is False
+    row = {"nodeid": "t.py::test_json", "label": "json_schema", "num_prompts": 2, "phases": old}
+    assert step_yield(old) == pytest.approx(1.5) and pays(old) is False
+    assert explanation(row) == guided.explanation  # derived afresh, not the stale sentence
+    assert phase_line(row).endswith(
+        "break-even 2.0 tokens/step [1.6-2.6], measured: yields 1.5 tokens per verify step "
+        "(acceptance length 3.0 counts only the steps with drafts)"
+    )
+    (found,) = checklists({"format_version": 1, "results": [row], "environment": {}})
+    (draft,) = [x for x in found.lines if x.question == "choice of draft"]
+    said = (
+        "yields 1.50 tokens per verify step (acceptance length 3.00 [2.90-3.10] counts only the "
+        "steps with drafts) against break-even 2.00"
+    )
+    assert draft.answer == "no" and said in draft.figure
+    # a report without step counts falls back on the acceptance length
+    for side in ("baseline", "speculative"):
+        old[side]["decode"]["steps"] = 0
+    assert PhaseSummary.from_dict(old).step_yield is None and PhaseSummary.from_dict(old).pays
+    assert step_yield(old) is None and "measured 3.0" in phase_line(row)
 
 
 def test_the_explanation_names_what_dominates_a_loss() -> None:

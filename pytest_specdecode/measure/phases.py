@@ -92,10 +92,12 @@ class PhaseSummary:
     """Where both engines' step time went over the measured rounds, and what it implies.
 
     ``break_even_length`` L* = speculative decode step time / baseline decode step time:
-    speculation pays when each verification step yields more than L* tokens
-    (``acceptance_length``, vLLM's mean acceptance length). Both come with a 95% interval from
-    the per-round figures. ``draft_share`` is the draft proposal's share of a speculative
-    decode step; ``verify_cost`` the verification pass in baseline forward passes.
+    speculation pays when each verification step yields more than L* tokens per request
+    (:attr:`step_yield`, derived from the two engines' decode steps; vLLM's mean acceptance
+    length ``acceptance_length`` where those were not counted). L* and the acceptance length
+    come with a 95% interval from the per-round figures. ``draft_share`` is the draft
+    proposal's share of a speculative decode step; ``verify_cost`` the verification pass in
+    baseline forward passes.
     """
 
     clock: str
@@ -152,11 +154,61 @@ class PhaseSummary:
         )
 
     @property
+    def step_yield(self) -> float | None:
+        """The tokens each speculative decode step yields per request, on average: the
+        baseline's decode steps per round over the speculative engine's (each baseline decode
+        step yields one token per running request, and both engines generate the same
+        tokens). Unlike vLLM's acceptance length it counts every speculative step, the ones
+        that drafted nothing too (guided decoding, a proposer with no match), and no accepted
+        token past a request's end; derived from the stored step counts, so a report recorded
+        before it existed has it too. None when either engine counted no decode step."""
+        return yield_of(self.baseline.decode.steps, self.speculative.decode.steps)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """What the break-even is compared with: :attr:`step_yield`, or the acceptance length
+        where the step counts are missing."""
+        measured = self.step_yield
+        return self.acceptance_length if measured is None else measured
+
+    @property
     def pays(self) -> bool | None:
-        """Whether the measured acceptance length is above the break-even (None: unknown)."""
+        """Whether each speculative decode step yields more tokens than the break-even
+        (:attr:`tokens_per_step`; None: unknown)."""
         if self.break_even_length is None:
             return None
-        return self.acceptance_length > self.break_even_length
+        return self.tokens_per_step > self.break_even_length
+
+
+#: How far (relative to the acceptance length) the step yield may lie from it before the
+#: explanation names both: beyond it the acceptance length misleads about the break-even.
+YIELD_GAP = 0.1
+
+
+def yield_of(baseline_steps: float | None, speculative_steps: float | None) -> float | None:
+    """Baseline decode steps over speculative decode steps (per round; see
+    :attr:`PhaseSummary.step_yield`), None unless both are above zero."""
+    if baseline_steps is None or speculative_steps is None:
+        return None
+    if baseline_steps <= 0 or speculative_steps <= 0:
+        return None
+    return baseline_steps / speculative_steps
+
+
+def yield_differs(measured: float | None, acceptance_length: float | None) -> bool:
+    """Whether the step yield lies more than :data:`YIELD_GAP` from the acceptance length."""
+    if measured is None or acceptance_length is None or acceptance_length <= 0:
+        return False
+    return abs(measured - acceptance_length) > YIELD_GAP * acceptance_length
+
+
+def yield_text(measured: float, acceptance_length: float, fmt: str = ".2f") -> str:
+    """``yields 1.46 tokens per verify step (acceptance length 3.68 counts only the steps
+    with drafts)``."""
+    return (
+        f"yields {measured:{fmt}} tokens per verify step (acceptance length "
+        f"{acceptance_length:{fmt}} counts only the steps with drafts)"
+    )
 
 
 def _decode_ms(times: PhaseTimes) -> float | None:
@@ -213,11 +265,14 @@ def explain(
     break_even_length: float | None,
     acceptance_length: float,
     batch: int,
+    measured: float | None = None,
 ) -> str:
     """One sentence: which term of the speculative decode step dominates its cost over the
     baseline's (the draft proposal, the verification pass, sampling and rejection, input
-    preparation, the rest), and whether the measured acceptance length clears the
-    break-even."""
+    preparation, the rest), and whether the tokens each speculative step yields (``measured``,
+    :attr:`PhaseSummary.step_yield`; the acceptance length when None) clear the break-even.
+    Where the yield lies more than :data:`YIELD_GAP` from the acceptance length both are
+    named."""
     b_ms, s_ms = base.step_ms, spec.step_ms
     if b_ms is None or s_ms is None or break_even_length is None or b_ms <= 0:
         return "no decode step was timed on both engines, so no break-even length"
@@ -243,6 +298,19 @@ def explain(
             f"({excess[top] / b_ms:.1f} baseline steps)"
         )
     be, length = break_even_length, acceptance_length
+    if measured is not None and (
+        yield_differs(measured, length) or (measured > be) != (length > be)
+    ):
+        said = (
+            f"each verification step yields {measured:.2f} tokens (acceptance length "
+            f"{length:.2f} counts only the steps with drafts)"
+        )
+        if measured > be:
+            return (
+                f"{said}, above the break-even {be:.2f}, so speculation pays; the largest "
+                f"cost: {term}"
+            )
+        return f"{said}, below the break-even {be:.2f}: {term}"
     if length > be:
         return (
             f"each verification step yields {length:.2f} tokens, above the break-even "
@@ -284,7 +352,7 @@ def summarize(
         acceptance_length_ci=acceptance_interval(length, round_counters),
         draft_share=_ratio(spec.draft_ms, spec.step_ms),
         verify_cost=_ratio(spec.forward_ms, base.forward_ms),
-        explanation=explain(base, spec, be, length, batch),
+        explanation=explain(base, spec, be, length, batch, yield_of(base.steps, spec.steps)),
     )
 
 

@@ -110,6 +110,6 @@ def why_slower(phases: PhaseSummary) -> str:
             "per round, speculative vs baseline, or time between steps)"
         )
     return (
-        f"the decode steps pay ({phases.acceptance_length:.2f} tokens per step, above the "
+        f"the decode steps pay ({phases.tokens_per_step:.2f} tokens per step, above the "
         f"break-even {phases.break_even_length:.2f}); the loss lies outside them{prefill}"
     )

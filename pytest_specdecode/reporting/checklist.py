@@ -36,7 +36,17 @@ from ..engines.methods import NO_MODEL
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 from ..names import display_name
-from .phases import NOT_RECORDED, SERVED, interval, pays, phases, with_interval
+from .phases import (
+    NOT_RECORDED,
+    SERVED,
+    explanation,
+    interval,
+    names_yield,
+    pays,
+    phases,
+    step_yield,
+    with_interval,
+)
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
@@ -627,11 +637,11 @@ def _draft(rows: Sequence[Row], served: bool) -> _Answer:
     shown = "; ".join(_costs(r) for r in ordered[:3])
     if len(ordered) > 3:
         shown += f"; and {len(ordered) - 3} more"
-    verdicts = [pays(phases(r) or {}) for r in ordered]
+    verdicts = [pays(phases(r) or {}, r) for r in ordered]
     if True in verdicts:
         return _Answer(Line(DRAFT_CHOICE, YES, shown))
     if all(v is False for v in verdicts):
-        why = str((phases(ordered[0]) or {}).get("explanation") or "")
+        why = explanation(ordered[0])
         phrase = "the proposal does not pay for itself" + (f": {why}" if why else "")
         return _Answer(Line(DRAFT_CHOICE, NO, shown), phrase, order=(5, 1.0))
     return _Answer(Line(DRAFT_CHOICE, UNKNOWN, f"{shown}: the intervals overlap"))
@@ -651,9 +661,9 @@ def _costs(r: Row) -> str:
         parts.append(f"{proposal} {share:.0%} of each speculative step{ratio}")
     if verify is not None:
         parts.append(f"verification pass {verify:.2f} baseline steps")
-    text = f"{_name(r)}: {', '.join(parts) or 'phase shares not measured'}; {_lengths(figures)}"
-    why = figures.get("explanation")
-    return text + (f" ({why})" if why and pays(figures) is False else "")
+    text = f"{_name(r)}: {', '.join(parts) or 'phase shares not measured'}; {_lengths(figures, r)}"
+    why = explanation(r)
+    return text + (f" ({why})" if why and pays(figures, r) is False else "")
 
 
 def _break_even_and_measured(figures: Mapping[str, Any]) -> tuple[str, str]:
@@ -667,15 +677,29 @@ def _break_even_and_measured(figures: Mapping[str, Any]) -> tuple[str, str]:
     )  # fmt: skip
 
 
-def _lengths(figures: Mapping[str, Any]) -> str:
-    """``acceptance length 3.40 [3.20-3.60] against break-even 2.10 [1.90-2.30]``."""
+def _lengths(figures: Mapping[str, Any], row: Row | None = None) -> str:
+    """``acceptance length 3.40 [3.20-3.60] against break-even 2.10 [1.90-2.30]``; where the
+    step yield differs from the acceptance length, ``yields 1.46 tokens per verify step
+    (acceptance length 3.68 [3.50-3.86] counts only the steps with drafts) against break-even
+    1.52 [1.45-1.60]``."""
     be, measured = _break_even_and_measured(figures)
+    tokens = step_yield(figures, row)
+    if tokens is not None and names_yield(figures, row):
+        return (
+            f"yields {tokens:.2f} tokens per verify step (acceptance length {measured} counts "
+            f"only the steps with drafts) against break-even {be}"
+        )
     return f"acceptance length {measured} against break-even {be}"
 
 
 def _pair(figures: Mapping[str, Any]) -> str:
-    """``2.10 [1.90-2.30] vs 3.40 [3.20-3.60]``: the break-even, then the measured length."""
+    """``2.10 [1.90-2.30] vs 3.40 [3.20-3.60]``: the break-even, then the measured length;
+    where the step yield differs from it, ``1.52 [1.45-1.60] vs 1.46 per verify step
+    (acceptance length 3.68 [3.50-3.86])``."""
     be, measured = _break_even_and_measured(figures)
+    tokens = step_yield(figures)
+    if tokens is not None and names_yield(figures):
+        return f"{be} vs {tokens:.2f} per verify step (acceptance length {measured})"
     return f"{be} vs {measured}"
 
 

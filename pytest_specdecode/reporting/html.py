@@ -33,12 +33,14 @@ from .phases import (
     PHASE_NAMES,
     SERVED,
     break_even_points,
+    explanation,
     ms,
     number,
     phase_line,
     phase_ms,
     phases,
     step,
+    step_yield,
 )
 from .table import (
     CHECK_HEADERS,
@@ -376,8 +378,9 @@ def _legend() -> str:
         f"{html.escape(PHASE_NAMES[p])}</span>"
         for p in PHASE_COLOURS
     )
-    mark = ("<span><i class='mark'></i>break-even: the baseline step &times; the measured "
-            "acceptance length (a speculative step shorter than this pays)</span>")  # fmt: skip
+    mark = ("<span><i class='mark'></i>break-even: the baseline step &times; the tokens "
+            "each speculative step yields (a speculative step shorter than this "
+            "pays)</span>")  # fmt: skip
     return f"<div class='legend' id='phase-legend'>{items}{mark}</div>"
 
 
@@ -410,15 +413,18 @@ def _bar(name: str, figures: Mapping[str, Any], scale: float, mark: float | None
 
 def phase_chart(result: Mapping[str, Any]) -> str:
     """A result's baseline decode step against its speculative decode step, stacked by phase
-    in ms on one scale, with the break-even mark (the baseline step times the measured
-    acceptance length) on the speculative bar; its phase line and the prefill steps below.
+    in ms on one scale, with the break-even mark (the baseline step times the tokens each
+    speculative step yields, or the measured acceptance length where the steps were not
+    counted) on the speculative bar; its phase line and the prefill steps below.
     HTML and CSS only: it reflows at any width. Empty when the result has no phase figures."""
     figures = phases(result)
     if figures is None:
         return ""
     base, spec = step(figures, "baseline"), step(figures, "speculative")
     base_ms, spec_ms = phase_ms(base, "step"), phase_ms(spec, "step")
-    accepted = number(figures.get("acceptance_length"))
+    accepted = step_yield(figures, result)
+    if accepted is None:
+        accepted = number(figures.get("acceptance_length"))
     mark = None if base_ms is None or accepted is None else base_ms * accepted
     longest = max([v for v in (base_ms, spec_ms, mark) if v is not None] or [1.0])
     scale = longest / 0.8 if longest > 0 else 1.0  # the longest takes 80%: room for its label
@@ -427,8 +433,8 @@ def phase_chart(result: Mapping[str, Any]) -> str:
         f"({number(step(figures, side, 'prefill').get('steps')) or 0:g} per round)"
         for name, side in (("baseline", "baseline"), ("speculative", "speculative"))
     )
-    explanation = figures.get("explanation")
-    why = f"<p class='phase-text'>{html.escape(str(explanation))}</p>" if explanation else ""
+    said = explanation(result)
+    why = f"<p class='phase-text'>{html.escape(said)}</p>" if said else ""
     return (
         f"<div class='phase-title'>{html.escape(label(result))}</div>"
         + _bar("baseline", base, scale, None)

@@ -11,6 +11,7 @@ from numbers import Real
 from typing import Any
 
 from ..engines.protocol import PHASES
+from ..measure.phases import PhaseSummary, explain, yield_differs, yield_of, yield_text
 
 #: What a result without phase figures shows where the phase line would be.
 SERVED = "no phase figures: served engine"
@@ -83,16 +84,55 @@ def with_interval(value: float | None, ci: tuple[float, float] | None, fmt: str 
     return text if ci is None else f"{text} [{ci[0]:{fmt}}-{ci[1]:{fmt}}]"
 
 
-def break_even_text(figures: Mapping[str, Any], fmt: str = ".1f") -> str:
-    """``break-even 2.1 tokens/step [1.9-2.3], measured 3.4 [3.2-3.6]``."""
+def _tokens(row: Mapping[str, Any] | None, side: str) -> float | None:
+    engine = None if row is None else row.get(side)
+    return number(engine.get("generated_tokens")) if isinstance(engine, Mapping) else None
+
+
+def step_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> float | None:
+    """The tokens each speculative decode step yields per request (``PhaseSummary.step_yield``):
+    the baseline's decode steps per round over the speculative engine's, derived from the
+    stored step counts (a report recorded before the figure existed has it too), scaled by
+    the two sides' generated tokens where ``row`` (the result) has them and they differ; None
+    when either engine counted no decode step."""
+    measured = yield_of(number(step(figures, "baseline").get("steps")),
+                        number(step(figures, "speculative").get("steps")))  # fmt: skip
+    base, spec = _tokens(row, "baseline"), _tokens(row, "speculative")
+    if measured is not None and base and spec and base != spec:
+        measured *= spec / base
+    return measured
+
+
+def names_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> bool:
+    """Whether the words name the step yield beside the acceptance length: it lies more than
+    10% from it, or on the other side of the break-even."""
+    measured, length = step_yield(figures, row), number(figures.get("acceptance_length"))
+    if measured is None or length is None:
+        return False
+    be = number(figures.get("break_even_length"))
+    crosses = be is not None and (measured > be) != (length > be)
+    return yield_differs(measured, length) or crosses
+
+
+def break_even_text(
+    figures: Mapping[str, Any], fmt: str = ".1f", row: Mapping[str, Any] | None = None
+) -> str:
+    """``break-even 2.1 tokens/step [1.9-2.3], measured 3.4 [3.2-3.6]``; where the step yield
+    differs from the acceptance length, ``break-even 1.5 tokens/step [1.4-1.6], measured: yields
+    1.5 tokens per verify step (acceptance length 3.7 counts only the steps with drafts)``."""
     be = number(figures.get("break_even_length"))
     be_ci = interval(figures, "break_even_ci")
-    measured = with_interval(number(figures.get("acceptance_length")),
-                             interval(figures, "acceptance_length_ci"), fmt)  # fmt: skip
+    length = number(figures.get("acceptance_length"))
+    measured = with_interval(length, interval(figures, "acceptance_length_ci"), fmt)
+    tokens = step_yield(figures, row)
+    if tokens is not None and length is not None and names_yield(figures, row):
+        measured = f"measured: {yield_text(tokens, length, fmt)}"
+    else:
+        measured = f"measured {measured}"
     if be is None:
-        return f"break-even -, measured {measured}"
+        return f"break-even -, {measured}"
     ci = "" if be_ci is None else f" [{be_ci[0]:{fmt}}-{be_ci[1]:{fmt}}]"
-    return f"break-even {be:{fmt}} tokens/step{ci}, measured {measured}"
+    return f"break-even {be:{fmt}} tokens/step{ci}, {measured}"
 
 
 def phase_line(row: Mapping[str, Any], *, served: bool = False) -> str:
@@ -115,22 +155,52 @@ def phase_line(row: Mapping[str, Any], *, served: bool = False) -> str:
     )  # fmt: skip
     clock = figures.get("clock")
     tail = f"; clock {clock}" if clock not in (None, "wall") else ""
-    return f"phases: {spec_text}; {base_text}; {break_even_text(figures)}{tail}"
+    return f"phases: {spec_text}; {base_text}; {break_even_text(figures, row=row)}{tail}"
 
 
-def pays(figures: Mapping[str, Any]) -> bool | None:
-    """Whether the measured acceptance length lies above the break-even (True), below it
-    (False), their intervals apart; None when they overlap or either is missing."""
-    be, acc = number(figures.get("break_even_length")), number(figures.get("acceptance_length"))
+def pays(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> bool | None:
+    """Whether each speculative decode step yields more tokens than the break-even (True),
+    fewer (False), their intervals apart; None when they overlap or either is missing. The
+    step yield (:func:`step_yield`) where the step counts are stored, with the acceptance
+    length's interval scaled to it (the per-round step counts are not kept), else the
+    measured acceptance length with its interval."""
+    be, length = number(figures.get("break_even_length")), number(figures.get("acceptance_length"))
+    length_ci = interval(figures, "acceptance_length_ci")
+    acc, acc_ci = step_yield(figures, row), None
+    if acc is None:
+        acc, acc_ci = length, length_ci
+    elif length and length_ci is not None:
+        acc_ci = (length_ci[0] * acc / length, length_ci[1] * acc / length)
     if be is None or acc is None:
         return None
     be_ci = interval(figures, "break_even_ci") or (be, be)
-    acc_ci = interval(figures, "acceptance_length_ci") or (acc, acc)
+    acc_ci = acc_ci or (acc, acc)
     if acc_ci[0] > be_ci[1]:
         return True
     if acc_ci[1] < be_ci[0]:
         return False
     return None
+
+
+def explanation(row: Mapping[str, Any]) -> str:
+    """The result's sentence on why speculation pays or not: as recorded, or derived afresh
+    from its figures where they name the step yield (a report recorded before the step yield
+    existed compared the break-even with the acceptance length alone); "" without one."""
+    figures = phases(row)
+    if figures is None:
+        return ""
+    said = str(figures.get("explanation") or "")
+    if not names_yield(figures, row) or "counts only the steps with drafts" in said:
+        return said
+    try:
+        summary = PhaseSummary.from_dict(figures)
+    except (KeyError, TypeError, ValueError):
+        return said
+    batch = number(row.get("concurrency")) or number(row.get("num_prompts")) or 1
+    return explain(
+        summary.baseline.decode, summary.speculative.decode, summary.break_even_length,
+        summary.acceptance_length, int(batch), step_yield(figures, row),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
