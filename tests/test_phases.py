@@ -174,8 +174,8 @@ def test_a_report_recorded_before_the_step_yield_derives_it_from_the_step_counts
     assert step_yield(old) == pytest.approx(1.5) and pays(old) is False
     assert explanation(row) == guided.explanation  # derived afresh, not the stale sentence
     assert phase_line(row).endswith(
-        "break-even 2.0 tokens/step [1.6-2.6], measured: yields 1.5 tokens per verify step "
-        "(acceptance length 3.0 counts only the steps with drafts)"
+        "break-even 2.00 tokens/step [1.56-2.57], measured: yields 1.50 tokens per verify step "
+        "(acceptance length 3.00 counts only the steps with drafts)"
     )
     (found,) = checklists({"format_version": 1, "results": [row], "environment": {}})
     (draft,) = [x for x in found.lines if x.question == "choice of draft"]

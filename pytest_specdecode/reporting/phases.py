@@ -123,9 +123,12 @@ def break_even_text(
     be = number(figures.get("break_even_length"))
     be_ci = interval(figures, "break_even_ci")
     length = number(figures.get("acceptance_length"))
-    measured = with_interval(length, interval(figures, "acceptance_length_ci"), fmt)
     tokens = step_yield(figures, row)
-    if tokens is not None and length is not None and names_yield(figures, row):
+    named = tokens is not None and length is not None and names_yield(figures, row)
+    if named and fmt == ".1f":
+        fmt = ".2f"  # a yield just under the break-even would print as the same number
+    measured = with_interval(length, interval(figures, "acceptance_length_ci"), fmt)
+    if tokens is not None and length is not None and named:
         measured = f"measured: {yield_text(tokens, length, fmt)}"
     else:
         measured = f"measured {measured}"
