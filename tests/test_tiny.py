@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import runpy
 import shutil
@@ -90,6 +91,22 @@ def test_weak_draft_agrees_with_the_target_less_than_the_draft() -> None:
     good = _agreement(WEIGHTS_DIR / "draft", prompts)
     weak = _agreement(WEIGHTS_DIR / "weak_draft", prompts)
     assert good > 0.75 and 0.3 < weak < good - 0.15, (good, weak)
+
+
+def test_padding_keeps_torch_out_of_the_calling_process(tmp_path: Path) -> None:
+    """The first ``tiny_models()`` pads the target in a child process: a pytest run that calls
+    it (or whose in-process pytester run does) never imports torch or transformers."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("no transformers")
+    code = (
+        "import sys; from pytest_specdecode.tiny import tiny_models;"
+        "m = tiny_models(cache_dir=sys.argv[1]);"
+        "print(m.target.is_dir(), [n for n in ('torch', 'transformers') if n in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split("\n")[-2] == "True []", out.stdout + out.stderr
 
 
 def test_padded_target_computes_the_same_logits(tmp_path: Path) -> None:

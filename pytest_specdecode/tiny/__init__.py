@@ -20,6 +20,8 @@ import contextlib
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,17 +100,37 @@ def _complete(folder: Path) -> bool:
     return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
 
 
+_PAD = (
+    "import sys; from pytest_specdecode.tiny.build import pad_llama; "
+    "pad_llama(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
+)
+
+
+def _pad(src: Path, dst: Path, layers: int) -> Path:
+    """:func:`~.build.pad_llama` in a child process: torch and transformers stay out of the
+    caller's process (a pytest run, whose in-process pytester runs would otherwise import
+    and drop them)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PAD, str(src), str(dst), str(layers)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"padding the tiny target {src} to {layers} layers into {dst} failed "
+            f"(exit status {proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
+    return dst
+
+
 def _build_target(dst: Path) -> None:
     """Pad the committed target into ``dst`` atomically (safe across processes)."""
-    from pytest_specdecode.tiny.build import pad_llama
-
     dst.parent.mkdir(parents=True, exist_ok=True)
     with _locked(dst.parent / f".{dst.name}.lock"):
         if _complete(dst):
             return
         work = Path(tempfile.mkdtemp(prefix=f".{dst.name}-", dir=dst.parent))
         try:
-            built = pad_llama(WEIGHTS_DIR / "target", work / dst.name, TARGET_LAYERS)
+            built = _pad(WEIGHTS_DIR / "target", work / dst.name, TARGET_LAYERS)
             if dst.exists():  # a stale, incomplete folder from an interrupted run
                 shutil.rmtree(dst, ignore_errors=True)
             try:
