@@ -195,11 +195,16 @@ def yield_of(baseline_steps: float | None, speculative_steps: float | None) -> f
     return baseline_steps / speculative_steps
 
 
-def yield_differs(measured: float | None, acceptance_length: float | None) -> bool:
-    """Whether the step yield lies more than :data:`YIELD_GAP` from the acceptance length."""
-    if measured is None or acceptance_length is None or acceptance_length <= 0:
+def names_yield(
+    measured: float | None, acceptance_length: float | None, break_even: float | None
+) -> bool:
+    """Whether the words name the step yield beside the acceptance length: it lies more than
+    :data:`YIELD_GAP` from it, or on the other side of the break-even."""
+    if measured is None or acceptance_length is None:
         return False
-    return abs(measured - acceptance_length) > YIELD_GAP * acceptance_length
+    if acceptance_length > 0 and abs(measured - acceptance_length) > YIELD_GAP * acceptance_length:
+        return True
+    return break_even is not None and (measured > break_even) != (acceptance_length > break_even)
 
 
 def yield_text(measured: float, acceptance_length: float, fmt: str = ".2f") -> str:
@@ -298,9 +303,7 @@ def explain(
             f"({excess[top] / b_ms:.1f} baseline steps)"
         )
     be, length = break_even_length, acceptance_length
-    if measured is not None and (
-        yield_differs(measured, length) or (measured > be) != (length > be)
-    ):
+    if measured is not None and names_yield(measured, length, be):
         said = (
             f"each verification step yields {measured:.2f} tokens (acceptance length "
             f"{length:.2f} counts only the steps with drafts)"

@@ -11,7 +11,8 @@ from numbers import Real
 from typing import Any
 
 from ..engines.protocol import PHASES
-from ..measure.phases import PhaseSummary, explain, yield_differs, yield_of, yield_text
+from ..measure import phases as measured_phases
+from ..measure.phases import PhaseSummary, explain, yield_of, yield_text
 
 #: What a result without phase figures shows where the phase line would be.
 SERVED = "no phase figures: served engine"
@@ -105,13 +106,12 @@ def step_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None)
 
 def names_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> bool:
     """Whether the words name the step yield beside the acceptance length: it lies more than
-    10% from it, or on the other side of the break-even."""
-    measured, length = step_yield(figures, row), number(figures.get("acceptance_length"))
-    if measured is None or length is None:
-        return False
-    be = number(figures.get("break_even_length"))
-    crosses = be is not None and (measured > be) != (length > be)
-    return yield_differs(measured, length) or crosses
+    ``YIELD_GAP`` (10%) from it, or on the other side of the break-even."""
+    return measured_phases.names_yield(
+        step_yield(figures, row),
+        number(figures.get("acceptance_length")),
+        number(figures.get("break_even_length")),
+    )
 
 
 def break_even_text(
@@ -124,14 +124,13 @@ def break_even_text(
     be_ci = interval(figures, "break_even_ci")
     length = number(figures.get("acceptance_length"))
     tokens = step_yield(figures, row)
-    named = tokens is not None and length is not None and names_yield(figures, row)
-    if named and fmt == ".1f":
-        fmt = ".2f"  # a yield just under the break-even would print as the same number
-    measured = with_interval(length, interval(figures, "acceptance_length_ci"), fmt)
-    if tokens is not None and length is not None and named:
+    if tokens is not None and length is not None and names_yield(figures, row):
+        if fmt == ".1f":
+            fmt = ".2f"  # a yield just under the break-even would print as the same number
         measured = f"measured: {yield_text(tokens, length, fmt)}"
     else:
-        measured = f"measured {measured}"
+        length_ci = interval(figures, "acceptance_length_ci")
+        measured = f"measured {with_interval(length, length_ci, fmt)}"
     if be is None:
         return f"break-even -, {measured}"
     ci = "" if be_ci is None else f" [{be_ci[0]:{fmt}}-{be_ci[1]:{fmt}}]"
