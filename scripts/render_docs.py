@@ -38,6 +38,7 @@ from pytest_specdecode.reporting.table import (  # noqa: E402
     LOAD_LEGEND,
     check_line,
     distribution_line,
+    gate,
     label,
     load_line,
     ranking_line,
@@ -131,14 +132,12 @@ def _results_table(rows: Sequence[Mapping[str, Any]]) -> str:
     ]
     for r in rows:
         low, high = r["speedup_ci"]
-        gate = "inconclusive" if r.get("inconclusive") else (
-            "-" if r.get("passed") is None else ("pass" if r["passed"] else "**FAIL**")
-        )  # fmt: skip
+        outcome = {"?": "-", "FAIL": "**FAIL**"}.get(gate(r), gate(r))
         lines.append(
             f"| {_cell(label(r))} | {r['category']} | {r['method']} "
             f"({r['num_speculative_tokens']}) | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | "
             f"{r['acceptance_rate']:.2f} | {r['mean_acceptance_length']:.2f} | "
-            f"{r['match_rate']:.2f} | {r.get('verdict') or '-'} | {gate} |"
+            f"{r['match_rate']:.2f} | {r.get('verdict') or '-'} | {outcome} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -100,7 +100,8 @@ def _num(value: Any, fmt: str) -> str:
     return str(value)  # a file written by hand: show it as it is
 
 
-def _verdict(row: Mapping[str, Any]) -> str:
+def gate(row: Mapping[str, Any]) -> str:
+    """The result's gate outcome: ``inconclusive``, ``pass``, ``FAIL``, or ``?`` (no gate)."""
     if row.get("inconclusive"):
         return "inconclusive"
     passed = row.get("passed")
@@ -148,7 +149,7 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
         _num(r.get("match_rate"), ".2f"),
         str(r.get("mode", "")),
         str(r.get("verdict") or "-"),
-        _verdict(r),
+        gate(r),
         _notes(r),
     ]
 
