@@ -39,11 +39,10 @@ from .baselines.compare import (
     verdicts_for,
 )
 from .errors import ConfigError
-from .reporting.export import FORMATS
+from .run.outputs import EXPORT_BY_NAME, EXPORTS
+from .run.record import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_REGRESSED
 
-#: Exit statuses: nothing regressed; ``compare`` found a regression; a usage error or bad
-#: input; the command crashed (pytest's own "internal error" status).
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_CRASH = 0, 1, 2, 3
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "EXIT_OK", "EXIT_REGRESSED", "main"]
 
 
 def _say(text: str, file: TextIO | None = None) -> None:
@@ -140,11 +139,15 @@ def _write(path: str, text: str) -> None:
 def _html(args: argparse.Namespace) -> int:
     from .baselines import files as report
     from .reporting.checklist import checklists
-    from .reporting.html import render_html
+    from .run.outputs import OUTPUTS
 
     _check_output(args.output, "OUTPUT", (args.report, "report file (REPORT)"))
     data = report.load(args.report, "report file")
-    _write(args.output, render_html(data))
+    html = next(o for o in OUTPUTS if o.setting == "html")
+    try:
+        html.write(args.output, data)
+    except OSError as exc:
+        raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
     if args.verbose:
         for checklist in checklists(data):
             _say("\n".join(checklist.text()))
@@ -158,15 +161,8 @@ def _export(args: argparse.Namespace) -> int:
 
     _check_output(args.output, "--output", (args.report, "report file (REPORT)"))
     data = report.load(args.report, "report file")
-    if not data["results"] and not data.get("loads"):
-        raise ConfigError(f"report file {args.report}: holds no results to export")
-    document = FORMATS[args.format](data)
-    if args.format == "github-action-benchmark-smaller" and not document:
-        raise ConfigError(
-            f"report file {args.report}: holds no phase figures to export (served engines have "
-            "none, and reports from before phase timing neither); export the other formats"
-        )
-    text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+    fmt = EXPORT_BY_NAME[args.format]
+    text = fmt.document_text(data, f"report file {args.report}")
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK
@@ -174,6 +170,7 @@ def _export(args: argparse.Namespace) -> int:
     results = len(data["results"])
     _say(f"wrote {args.output} ({args.format}, {results} result{'s' * (results != 1)})")
     if args.verbose:
+        document = fmt.render(data)
         for name in document if isinstance(document, dict) else (b["name"] for b in document):
             _say(f"  {name}")
     return EXIT_OK
@@ -212,11 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     export.add_argument("report", metavar="REPORT", help="report or saved-run file")
     export.add_argument(
-        "--format", required=True, choices=list(FORMATS),
-        help="bmf: Bencher Metric Format (bencher run --adapter json); github-action-benchmark: "
-        "its customBiggerIsBetter list; github-action-benchmark-smaller: its "
-        "customSmallerIsBetter list of the phase figures (break-even length, draft share, "
-        "verify cost)",
+        "--format", required=True, choices=[f.name for f in EXPORTS],
+        help="; ".join(f"{f.name}: {f.help}" for f in EXPORTS),
     )  # fmt: skip
     export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
     export.add_argument(

@@ -183,6 +183,34 @@ def _categories(value: Any, source: str) -> tuple[str, ...]:
     return tuple(items)
 
 
+def _exports(value: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """``FORMAT=PATH[,FORMAT=PATH]`` (or a dict of them): each export format and its file
+    (the format names are checked against the export table when the outputs are)."""
+    if isinstance(value, Mapping):
+        pairs = [(str(k), v) for k, v in value.items()]
+    else:
+        pairs = []
+        for part in (p.strip() for p in str(value).split(",")):
+            name, sep, path = part.partition("=")
+            if not sep:
+                raise ConfigError(
+                    f"{source}: expected FORMAT=PATH (e.g. bmf=bench.json), got {part!r}"
+                )
+            pairs.append((name, path))
+    out: dict[str, str] = {}
+    expected = f"{source}: expected FORMAT=PATH (e.g. bmf=bench.json), got {value!r}"
+    for name, path in pairs:
+        name = name.strip().lower()
+        if not name or not isinstance(path, str) or not path.strip():
+            raise ConfigError(expected)
+        if name in out:
+            raise ConfigError(f"{source}: the format {name!r} is given twice")
+        out[name] = path.strip()
+    if not out:
+        raise ConfigError(expected)
+    return tuple(out.items())
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("target", "target model (path or name) for both engines", _string),
     Setting(
@@ -230,6 +258,12 @@ SETTINGS: tuple[Setting, ...] = (
         "html",
         "write a self-contained HTML report with charts to this path (needs matplotlib)",
         _string,
+    ),
+    Setting(
+        "export",
+        "also write the figures for a history tracker: FORMAT=PATH[,FORMAT=PATH] (the formats "
+        "of python -m pytest_specdecode export: bmf, github-action-benchmark, ...)",
+        _exports,
     ),
     Setting(
         "max_engines",
@@ -386,6 +420,20 @@ class GlobalSettings:
 
     def source(self, name: str) -> str:
         return self.sources.get(name, "default")
+
+
+def parse_keywords(values: Mapping[str, Any], call: str, known: tuple[str, ...]) -> GlobalSettings:
+    """Settings given as keywords (``Bench(trials=...)``, ``RunRecord(save=...)``), parsed as
+    the options are; errors name the keyword (``call(name=...)``)."""
+    settings = GlobalSettings()
+    for name, value in values.items():
+        if name not in known:
+            raise ConfigError(f"{call}({name}=...): unknown setting; known: {', '.join(known)}")
+        if value is None or (BY_NAME[name].flag and value is False):
+            continue
+        settings.values[name] = BY_NAME[name].parse(value, f"{call}({name}=...)")
+        settings.sources[name] = f"{call}({name}=...)"
+    return settings
 
 
 def check_served_pair(settings: GlobalSettings, baseline: str, speculative: str) -> None:

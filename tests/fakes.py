@@ -419,3 +419,13 @@ def fake_pool(
         engine_factory=functools.partial(FakeWorker, world=world),
         **kwargs,
     )
+
+
+class Collected:
+    """A Bench sink that keeps every product it is handed, in order."""
+
+    def __init__(self) -> None:
+        self.products: list[Any] = []
+
+    def take(self, product: Any, bench: Any) -> None:
+        self.products.append(product)

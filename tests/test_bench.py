@@ -8,7 +8,7 @@ import pytest
 from pytest_specdecode import Bench, ConfigError, EngineBackend, EngineSource
 from pytest_specdecode.measure import bench as bench_module
 
-from .fakes import FakeSource
+from .fakes import Collected, FakeSource
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 DRAFT = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
@@ -23,13 +23,13 @@ def test_the_fake_meets_the_engine_protocols() -> None:
 
 def test_run_returns_a_complete_result() -> None:
     source = FakeSource()
-    seen = []
+    seen = Collected()
     bench = Bench(
         "org/target", DRAFT, {"max_model_len": 512}, source=source, progress=None,
-        on_result=seen.append, trials=4,
+        sink=seen, trials=4,
     )  # fmt: skip
     result = bench.run(["p1", "p2"], max_tokens=4)
-    assert seen == [result] and bench.results == [result]
+    assert seen.products == [result] and bench.results == [result]
     assert result.trials == 4 and result.speedup == pytest.approx(2.0, rel=0.1)
     # the cost ratio from inside the speculative engine (the fake's draft: 0.1 of a step)
     assert result.alpha is not None and result.cost_ratio == pytest.approx(0.1, rel=0.05)

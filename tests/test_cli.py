@@ -4,6 +4,7 @@ tolerances, and hostile but schema-valid files render (issue 34, items 3 and 13)
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -114,14 +115,16 @@ def test_a_crash_exits_3_naming_it_with_the_traceback(
     capsys: pytest.CaptureFixture[str],
     command: str,
 ) -> None:
-    from pytest_specdecode.reporting import export, html, table
+    from pytest_specdecode.reporting import html, table
+    from pytest_specdecode.run import outputs
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(table, "render_comparison", broken)
     monkeypatch.setattr(html, "render_html", broken)
-    monkeypatch.setitem(export.FORMATS, "bmf", broken)
+    bmf = outputs.EXPORT_BY_NAME["bmf"]
+    monkeypatch.setitem(outputs.EXPORT_BY_NAME, "bmf", dataclasses.replace(bmf, render=broken))
     save(tmp_path / "b.json", entry())
     args = {
         "compare": ["compare", str(tmp_path / "b.json"), str(tmp_path / "b.json")],

@@ -10,17 +10,17 @@ import pytest
 
 from pytest_specdecode import Bench, ConfigError
 
-from .fakes import FakeSource, use_fake
+from .fakes import Collected, FakeSource, use_fake
 
 DRAFT = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
 SLO = {"ttft_ms": 2000, "tpot_ms": 20}
 
 
 def test_load_measures_every_rate_on_both_engines_in_counterbalanced_order() -> None:
-    source, said, seen = FakeSource(), [], []
-    bench = Bench("org/target", DRAFT, source=source, progress=said.append, on_load=seen.append)
+    source, said, seen = FakeSource(), [], Collected()
+    bench = Bench("org/target", DRAFT, source=source, progress=said.append, sink=seen)
     r = bench.load(["p1", "p2"], max_tokens=32, rates=[8.0, 0.5, math.inf], requests=24, slo=SLO)
-    assert seen == [r] and bench.loads == [r]
+    assert seen.products == [r] and bench.loads == [r]
     assert r.rates == [0.5, 8.0, math.inf]
     assert [p.first for p in r.points] == ["baseline", "speculative", "baseline"]
     assert all(p.baseline.requests == p.speculative.requests == 24 for p in r.points)

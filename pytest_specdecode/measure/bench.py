@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from ..engines.config import EngineConfig, check_on_device, engine_pair, lossy
 from ..engines.dynamic_sd import SCHEDULE_KEY
 from ..engines.methods import draft_model, has_model
 from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
-from ..settings import BY_NAME, GlobalSettings, check_served_pair
+from ..settings import BY_NAME, GlobalSettings, check_served_pair, parse_keywords
 from .choice import Ranking, candidate_configs
 from .equivalence import (
     DEFAULT_ALPHA,
@@ -79,6 +79,18 @@ BENCH_SETTINGS = (
 
 Progress = Callable[[str], None]
 
+#: Everything a Bench makes: run results (those of sweeps, schedule checks and draft choices
+#: too), loads, sweeps, schedule checks, draft rankings and distribution checks.
+Product = Result | LoadResult | Sweep | ScheduleCheck | Ranking | DistributionCheck
+
+
+class Sink(Protocol):
+    """Where a Bench hands each product as it is made (a
+    :class:`~pytest_specdecode.run.record.RunRecord`, which reports, saves and compares
+    them): ``bench`` is the Bench that made it (its engine facts and time spent)."""
+
+    def take(self, product: Product, bench: Bench) -> None: ...
+
 
 def _stderr(message: str) -> None:
     print(f"[specdecode] {message}", file=sys.stderr, flush=True)
@@ -86,15 +98,7 @@ def _stderr(message: str) -> None:
 
 def bench_settings(values: Mapping[str, Any], call: str = "Bench") -> GlobalSettings:
     """Parse keyword settings with the plugin options' parsers; errors name the keyword."""
-    settings = GlobalSettings()
-    for name, value in values.items():
-        if name not in BENCH_SETTINGS:
-            known = ", ".join(BENCH_SETTINGS)
-            raise ConfigError(f"{call}({name}=...): unknown setting; known: {known}")
-        if value is None:
-            continue
-        settings.values[name] = BY_NAME[name].parse(value, f"{call}({name}=...)")
-        settings.sources[name] = f"{call}({name}=...)"
+    settings = parse_keywords(values, call, BENCH_SETTINGS)
     check_served_pair(settings, f"{call}: baseline_url", "speculative_url")
     return settings
 
@@ -157,8 +161,8 @@ class Bench:
     interpreter) shuts them down. ``source`` brings engines of one's own (the plugin's pool,
     a test fake); ``gates`` (the marker's thresholds) are what adaptive trials decide against;
     ``reference`` gives a label's stored speedup and its relative tolerance (the run then
-    goes on until the regression rule decides); ``on_result`` sees every result made,
-    ``on_load`` every :class:`~pytest_specdecode.measure.load.LoadResult`.
+    goes on until the regression rule decides); ``sink`` (a :class:`Sink`, e.g. a
+    :class:`~pytest_specdecode.run.record.RunRecord`) takes every product as it is made.
     """
 
     def __init__(
@@ -172,8 +176,7 @@ class Bench:
         source: EngineSource | None = None,
         gates: Mapping[str, float] | None = None,
         reference: Callable[[str], tuple[Reference, float] | None] | None = None,
-        on_result: Callable[[Result], None] | None = None,
-        on_load: Callable[[LoadResult], None] | None = None,
+        sink: Sink | None = None,
         progress: Progress | None = _stderr,
         **settings: Any,
     ) -> None:
@@ -191,8 +194,7 @@ class Bench:
         self.name, self.category = name, category
         self.gates = dict(gates or {})
         self._reference = reference
-        self._on_result = on_result
-        self._on_load = on_load
+        self._sink = sink
         self.progress: Progress = progress or (lambda _: None)
         self._source, self._owns_source = source, source is None
         self.results: list[Result] = []
@@ -328,9 +330,12 @@ class Bench:
         result = self._judge_adaptive(result, stop is not None, thresholds)
         result = self._notes(result, raw)
         self.results.append(result)
-        if self._on_result is not None:
-            self._on_result(result)
+        self._emit(result)
         return result
+
+    def _emit(self, product: Product) -> None:
+        if self._sink is not None:
+            self._sink.take(product, self)
 
     def _say(self, message: str) -> None:
         self.progress(f"{self.name.rsplit('::', 1)[-1]}: {message}")
@@ -575,8 +580,7 @@ class Bench:
         )  # fmt: skip
         self.loads.append(result)
         self._say(result.traffic_line())
-        if self._on_load is not None:
-            self._on_load(result)
+        self._emit(result)
         return result
 
     # -- sweeps and distributions -----------------------------------------------------------
@@ -633,6 +637,7 @@ class Bench:
                 )  # fmt: skip
                 self._origin[result.label] = f"sweep({_label_arg(label)})"
                 sweep.add(k, c, result)
+        self._emit(sweep)
         return sweep
 
     def _with_k(self, base_config: Mapping[str, Any], k: int) -> EngineConfig:
@@ -723,6 +728,7 @@ class Bench:
         rows = tuple(check_row(p, measured, tol, with_draft) for p in plan)
         check = ScheduleCheck(self.name, schedule, tol, rows, label=prefix.strip())
         self._say(check.summary())
+        self._emit(check)
         return check
 
     def choose_draft(
@@ -762,7 +768,9 @@ class Bench:
                 configs[name], prompts, max_tokens=max_tokens, label=name, **run_kwargs
             )
             self._origin[name] = "choose_draft()"
-        return Ranking.of(self.name, {name: results[name] for name in configs})
+        ranking = Ranking.of(self.name, {name: results[name] for name in configs})
+        self._emit(ranking)
+        return ranking
 
     def sample_equivalence(
         self,
@@ -801,11 +809,13 @@ class Bench:
             f"{temperature:g}"
         )
         with self._spending("sampling_seconds"):
-            return compare_distributions(
+            check = compare_distributions(
                 self.engine("baseline"), self.engine("speculative"), prompts,
                 temperature=temperature, samples=samples, tokens=tokens, alpha=alpha,
                 nodeid=self.name, **sampling,
             )  # fmt: skip
+        self._emit(check)
+        return check
 
 
 def _label_arg(label: str | None) -> str:

@@ -16,7 +16,7 @@ import pytest
 from ..engines.config import EngineConfig
 from ..engines.protocol import EngineBackend
 from ..errors import ConfigError
-from ..measure.bench import BENCH_SETTINGS, Bench
+from ..measure.bench import BENCH_SETTINGS, Bench, Product
 from ..measure.choice import Ranking
 from ..measure.equivalence import DistributionCheck
 from ..measure.kschedule import KSchedule, ScheduleCheck
@@ -46,22 +46,25 @@ class SpecDecode:
         self._session = session
         self.spec = spec
         self._node = node
-        trials = spec.trials
-        if session.saving:  # a baseline pools its rounds into every later comparison
-            baseline_trials = session.settings.get("baseline_trials")
-            trials = baseline_trials if trials == "auto" else max(int(trials), baseline_trials)
         settings = {name: session.settings.get(name) for name in BENCH_SETTINGS} | {
-            "trials": trials,
+            "trials": session.trials(spec.trials),
             "timeout": spec.timeout,
         }
         self.bench = Bench(
             spec.speculative.target or None, spec.speculative.speculative_config,
             spec.speculative.engine_kwargs, name=spec.nodeid, category=spec.category,
             source=session.pool, gates=spec.gates,
-            reference=None if session.saving else lambda lb: session.reference(spec.nodeid, lb),
-            on_result=self._collect, progress=session.progress, **settings,
+            reference=lambda label: session.reference(spec.nodeid, label),
+            sink=self, progress=session.progress, **settings,
         )  # fmt: skip
         session.benches.append(self.bench)
+
+    def take(self, product: Product, bench: Bench) -> None:
+        """The Bench made ``product``: the session takes it; a result's figures also become
+        junit XML properties."""
+        self._session.take(product, bench)
+        if isinstance(product, Result):
+            self._record_properties(product)
 
     @property
     def results(self) -> list[Result]:
@@ -85,9 +88,7 @@ class SpecDecode:
         """:meth:`Bench.sweep <pytest_specdecode.measure.bench.Bench.sweep>`; the summary and
         the report name its best k per concurrency and the crossover."""
         __tracebackhide__ = True
-        sweep = self.bench.sweep(prompts, **kwargs)
-        self._session.sweeps.append(sweep)
-        return sweep
+        return self.bench.sweep(prompts, **kwargs)
 
     def check_schedule(
         self, schedule: KSchedule, prompts: Sequence[Any], **kwargs: Any
@@ -96,9 +97,7 @@ class SpecDecode:
         on the test's engines; the report shows the check. Gate it with
         :func:`~pytest_specdecode.assert_schedule_holds`."""
         __tracebackhide__ = True
-        check = self.bench.check_schedule(schedule, prompts, **kwargs)
-        self._session.schedule_checks.append(check)
-        return check
+        return self.bench.check_schedule(schedule, prompts, **kwargs)
 
     def choose_draft(
         self, prompts: Sequence[Any], candidates: Mapping[str, Mapping[str, Any]], **kwargs: Any
@@ -106,35 +105,25 @@ class SpecDecode:
         """:meth:`Bench.choose_draft <pytest_specdecode.measure.bench.Bench.choose_draft>`;
         the summary and the report show the ranking."""
         __tracebackhide__ = True
-        ranking = self.bench.choose_draft(prompts, candidates, **kwargs)
-        self._session.rankings.append(ranking)
-        return ranking
+        return self.bench.choose_draft(prompts, candidates, **kwargs)
 
     def sample_equivalence(self, prompts: Sequence[Any], **kwargs: Any) -> DistributionCheck:
         """:meth:`Bench.sample_equivalence
         <pytest_specdecode.measure.bench.Bench.sample_equivalence>`; gate it with
         :func:`~pytest_specdecode.assert_outputs_equivalent`."""
         __tracebackhide__ = True
-        check = self.bench.sample_equivalence(prompts, **kwargs)
-        self._session.distribution_checks.append(check)
-        return check
+        return self.bench.sample_equivalence(prompts, **kwargs)
 
     def load(self, prompts: Sequence[Any], **kwargs: Any) -> LoadResult:
         """:meth:`Bench.load <pytest_specdecode.measure.bench.Bench.load>` on the test's
         engines; the summary, the reports and the marker's load gates (``min_latency_gain``,
         ``min_goodput_ratio`` at ``at_rate``) see its result."""
         __tracebackhide__ = True
-        result = self.bench.load(prompts, **kwargs)
-        self._session.loads.append(result)
-        return result
+        return self.bench.load(prompts, **kwargs)
 
     def engine(self, which: str) -> EngineBackend:
         """The resident ``"baseline"`` or ``"speculative"`` engine (started if needed)."""
         return self.bench.engine(which)
-
-    def _collect(self, result: Result) -> None:
-        self._session.add(result, self.bench.engine_info)
-        self._record_properties(result)
 
     def _record_properties(self, result: Result) -> None:
         """Each figure as a junit XML property (``record_property``); text is

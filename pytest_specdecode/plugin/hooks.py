@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 
 import pytest
 
-from ..baselines.compare import Matching, result_key
 from ..errors import ConfigError, GateError, InconclusiveError
 from ..measure.assertions import check_gates, check_load_gates
 from ..settings import SETTINGS, load_global
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
 from .order import groups, reorder, schedule, test_id
-from .session import SpecDecodeSession, with_checklist
+from .session import SpecDecodeSession
 from .xdist import (
     GROUPS_KEY,
     WORKERINPUT_KEY,
@@ -238,80 +237,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             output = getattr(session.config, "workeroutput", {})
             output[WORKEROUTPUT_KEY] = to_wire(state.worker_output())
             return
-        if state.produced and not _write_outputs(
-            state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
+        if state.produced and not state.write(
+            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
         ):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
-        matching = state.matching()
-        if matching is not None and matching.nothing_matched:
-            state.output_errors.append(_nothing_matched(state, matching))
+        unmatched = state.nothing_matched()
+        if unmatched is not None:
+            state.output_errors.append(unmatched)
         if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     finally:
         state.close()
-
-
-def _write_outputs(state: SpecDecodeSession, *, interrupted: bool) -> bool:
-    """Write every requested file; one that fails is reported and does not stop the others.
-    Ctrl-C stops the writing: the file being written keeps its previous content (writes are
-    atomic), the summary names every file not written, and False is returned."""
-    from ..baselines import files as report
-
-    data = state.report()
-    writers: list[tuple[str, str, Callable[[str], None]]] = []
-    if state.settings.get("report"):
-        writers.append(("report", state.settings.get("report"), lambda p: report.write(p, data)))
-    if state.settings.get("save"):
-
-        def save(path: str) -> None:
-            report.save_run(path, data, derive=with_checklist)
-
-        writers.append(("save", state.settings.get("save"), save))
-    if state.settings.get("html"):
-
-        def html(path: str) -> None:
-            from ..reporting.html import render_html
-
-            report.atomic_write_text(path, render_html(data))
-
-        writers.append(("html", state.settings.get("html"), html))
-    if state.settings.get("update_baseline"):
-        if interrupted:
-            state.output_errors.append(
-                f"baseline {state.settings.get('compare')} NOT updated: the run was interrupted"
-            )
-        else:
-
-            def update(path: str) -> None:
-                report.update_baseline(path, data["results"], data["environment"], data["session"])
-
-            writers.append(("baseline", state.settings.get("compare"), update))
-    for index, (name, path, write) in enumerate(writers):
-        try:
-            write(path)
-        except KeyboardInterrupt:
-            state.output_errors.extend(
-                f"{later} {where} NOT written: interrupted (KeyboardInterrupt)"
-                for later, where, _ in writers[index:]
-            )
-            return False
-        except Exception as exc:  # noqa: BLE001 - every file gets its chance; shown in the summary
-            state.output_errors.append(f"{name} {path} could not be written: {exc}")
-        else:
-            state.written.append((name, path))
-    return True
-
-
-def _nothing_matched(state: SpecDecodeSession, matching: Matching) -> str:
-    from ..reporting.table import printable
-
-    new = printable(result_key(matching.pairs[0][0]))
-    stored = printable(result_key(matching.missing[0]))
-    return (
-        f"no result of this run matched the baseline {state.settings.get('compare')}: e.g. this "
-        f"run's '{new}' against the stored '{stored}'. The tests were renamed or pytest's rootdir "
-        "differs from the saving run's; nothing was compared"
-    )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
