@@ -46,6 +46,7 @@ from .measure.kschedule import KChoice, KSchedule, ScheduleCheck, ScheduleRow
 from .measure.load import LoadPoint, LoadResult, LoadSummary
 from .measure.result import EngineFigures, Result
 from .measure.sweep import Sweep
+from .run.record import RunRecord
 
 #: The package version (pyproject.toml reads it from here).
 __version__ = "0.1.0"
@@ -80,6 +81,7 @@ __all__ = [
     "RequestFigures",
     "Result",
     "Round",
+    "RunRecord",
     "ScheduleCheck",
     "ScheduleRow",
     "SpecDecodeError",

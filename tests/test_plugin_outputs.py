@@ -59,6 +59,44 @@ def test_output_under_a_file_is_a_usage_error_before_any_test(
     assert fake.rounds == 0
 
 
+def test_export_option_writes_each_format_as_the_cli_would(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    from pytest_specdecode.__main__ import main as cli_main
+
+    result = pytester.runpytest_inprocess(
+        "--specdecode-export", "bmf=bmf.json,github-action-benchmark=gab.json",
+        "--specdecode-report", "r.json",
+    )  # fmt: skip
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["results written to bmf.json", "results written to gab.json"])
+    bmf = json.loads((pytester.path / "bmf.json").read_text())
+    assert sorted(bmf) == [f"test_suite.py::test_run[{i}]" for i in range(3)]
+    assert cli_main(["export", str(pytester.path / "r.json"), "--format", "bmf",
+                     "--output", str(pytester.path / "cli.json")]) == 0  # fmt: skip
+    assert json.loads((pytester.path / "cli.json").read_text()) == bmf
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("yaml=x.yaml", "*--specdecode-export*unknown format 'yaml'; known: bmf, *"),
+        ("bmf", "*--specdecode-export: expected FORMAT=PATH (e.g. bmf=bench.json), got 'bmf'*"),
+        ("bmf=a.json,bmf=b.json", "*--specdecode-export: the format 'bmf' is given twice*"),
+        ("bmf=out.json", "*--specdecode-report and --specdecode-export name the same file*"),
+    ],
+)
+def test_a_bad_export_option_is_a_usage_error_before_any_test(
+    pytester: pytest.Pytester, fake: FakeSource, value: str, message: str
+) -> None:
+    result = pytester.runpytest_inprocess(
+        "--specdecode-export", value, "--specdecode-report", "out.json"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert fake.rounds == 0
+
+
 def test_output_that_is_a_folder_is_a_usage_error(
     pytester: pytest.Pytester, fake: FakeSource
 ) -> None:
