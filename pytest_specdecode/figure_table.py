@@ -197,13 +197,21 @@ def finite(value: Any) -> float | None:
     return number if number is not None and math.isfinite(number) else None
 
 
+def ends(
+    data: Mapping[str, Any], key: str, read: Callable[[Any], float | None] = finite
+) -> tuple[float | None, float | None]:
+    """The two ends of the 95% interval ``data[key]``, each read with ``read`` (None where it
+    is not a number); (None, None) when ``data[key]`` is not a pair."""
+    ci = data.get(key)
+    if not isinstance(ci, Sequence) or isinstance(ci, str) or len(ci) != 2:
+        return None, None
+    return read(ci[0]), read(ci[1])
+
+
 def interval(
     data: Mapping[str, Any], key: str, read: Callable[[Any], float | None] = finite
 ) -> tuple[float, float] | None:
     """The 95% interval ``data[key]`` (two numbers, each read with ``read``); None unless
     both ends are numbers."""
-    ci = data.get(key)
-    if not isinstance(ci, Sequence) or isinstance(ci, str) or len(ci) != 2:
-        return None
-    low, high = read(ci[0]), read(ci[1])
+    low, high = ends(data, key, read)
     return None if low is None or high is None else (low, high)
