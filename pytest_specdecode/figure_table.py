@@ -115,6 +115,9 @@ FIGURE_TABLE: tuple[Figure, ...] = (
     Figure("alpha", "result", "alpha", "per-token acceptance", True, header="alpha"),
     Figure("efficiency", "result", "efficiency", "of the tokens per step allowed", True,
            header="eff."),
+    Figure("cost_ratio", "result", "cost ratio", "draft step / target step", False,
+           header="cost ratio"),
+    Figure("extra_memory_gib", "result", "extra memory", "GiB", False, header="extra GiB"),
     # --- a result's phase figures ---------------------------------------------------------
     Figure("break_even_length", "phases", "break-even length", "tokens/step", False, ".2f",
            ci="break_even_ci", measure="break-even-length", junit="break_even_length"),
