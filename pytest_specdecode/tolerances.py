@@ -13,19 +13,14 @@ import math
 from dataclasses import dataclass
 
 from .errors import ConfigError
+from .figure_table import comparable
 
 #: Default tolerated drops.
 DEFAULT_TOLERANCES = "speedup:5%,acceptance_rate:5%"
 
-#: Figures that can be compared: name → (log scale?, how to read its per-round samples).
-FIGURES: dict[str, bool] = {
-    "speedup": True,
-    "acceptance_rate": False,
-    "mean_acceptance_length": False,
-    "baseline_tokens_per_second": True,
-    "speculative_tokens_per_second": True,
-    "match_rate": False,
-}
+#: Figures that can be compared (the figure table's comparable rows): name → compared on a log
+#: scale?
+FIGURES: dict[str, bool] = {f.name: f.log_scale for f in comparable()}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The package's layers import one way: plugin -> run -> baselines, reporting -> measure -> engines
-(errors, names, settings, prompts, workloads and tolerances are shared by all; engines are
-handed parsed settings), no module imports itself through others, and importing the plugin
-imports nothing heavy."""
+(errors, names, settings, prompts, workloads, tolerances and the figure table are shared by
+all; engines are handed parsed settings), no module imports itself through others, and
+importing the plugin imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ ALLOWED = {
     "run": {"baselines", "reporting", "measure", "engines"},
     "plugin": {"run", "baselines", "reporting", "measure", "engines"},
 }
-SHARED = {"errors", "names", "settings", "prompts", "tolerances", "workloads"}
+SHARED = {"errors", "figure_table", "names", "settings", "prompts", "tolerances", "workloads"}
 #: Shared modules a layer still may not import: engines are handed parsed settings (the served
 #: pool its URLs and API key variable), so what a command-line option is called stays above.
 WITHOUT = {"engines": {"settings"}}

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ..figure_table import figure as figure_row
+from ..figure_table import finite
 from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
 from ..settings import MIN_BASELINE_ROUNDS
@@ -134,11 +136,8 @@ class StoredResults:
 
 
 def value_of(result: Mapping[str, Any], figure: str) -> float | None:
-    if figure.endswith("_tokens_per_second"):
-        side = figure.removesuffix("_tokens_per_second")
-        value = result.get(side, {}).get("tokens_per_second")
-    else:
-        value = result.get(figure)
+    """A result's ``figure``, read where its row in the figure table says."""
+    value = figure_row(figure).read(result)
     return None if value is None else float(value)
 
 
@@ -192,12 +191,12 @@ class Verdict:
         return {
             "key": self.key,
             "figure": self.figure or None,
-            "stored": _finite(self.old),
-            "new": _finite(self.new),
-            "change": _finite(self.change),
+            "stored": finite(self.old),
+            "new": finite(self.new),
+            "change": finite(self.change),
             "tolerance": self.tolerance.partition(":")[2] or None,
             "decision": self.decision,
-            "p_value": _finite(self.p_value),
+            "p_value": finite(self.p_value),
             "rounds": self.rounds,
         }
 
@@ -217,10 +216,6 @@ class Verdict:
 def comparison_entries(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:
     """The report's ``comparisons`` list: one :meth:`Verdict.to_dict` per verdict."""
     return [v.to_dict() for v in verdicts]
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is None or math.isfinite(value) else None
 
 
 def _p_lower(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:

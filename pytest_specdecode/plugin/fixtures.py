@@ -16,6 +16,7 @@ import pytest
 from ..engines.config import EngineConfig
 from ..engines.protocol import EngineBackend
 from ..errors import ConfigError
+from ..figure_table import ends, figures, finite
 from ..measure.bench import BENCH_SETTINGS, Bench, Product
 from ..measure.choice import Ranking
 from ..measure.equivalence import DistributionCheck
@@ -126,7 +127,8 @@ class SpecDecode:
         return self.bench.engine(which)
 
     def _record_properties(self, result: Result) -> None:
-        """Each figure as a junit XML property (``record_property``); text is
+        """What was measured and each figure with a JUnit property in the figure table as a
+        junit XML property (``record_property``); text is
         :func:`~pytest_specdecode.reporting.table.printable` (a lone surrogate in a label
         would make pytest's JUnit writer raise, and it does not escape property names)."""
         from ..reporting.table import printable
@@ -134,48 +136,53 @@ class SpecDecode:
         if self._node is None:
             return
         prefix = "specdecode" + (f"[{printable(result.label)}]" if result.label else "")
-        figures = {
+        figures: dict[str, Any] = {
             "category": result.category,
             "method": result.method,
             "num_speculative_tokens": result.num_speculative_tokens,
-            "speedup": round(result.speedup, 4),
-            "speedup_ci_low": round(result.speedup_ci[0], 4),
-            "speedup_ci_high": round(result.speedup_ci[1], 4),
-            "acceptance_rate": round(result.acceptance_rate, 4),
-            "mean_acceptance_length": round(result.mean_acceptance_length, 4),
-            "match_rate": round(result.match_rate, 4),
-            "baseline_tokens_per_second": round(result.baseline.tokens_per_second, 2),
-            "speculative_tokens_per_second": round(result.speculative.tokens_per_second, 2),
         }
+        figures.update(_result_properties(result))
         figures.update(_phase_properties(getattr(result, "phases", None)))
         for name, value in figures.items():
             shown = printable(value) if isinstance(value, str) else value
             self._node.user_properties.append((f"{prefix}.{name}", shown))
 
 
-#: Phase figures that become junit XML properties: (property, key in ``Result.phases``'s
-#: dict form, end of its interval or None).
-PHASE_PROPERTIES = (
-    ("break_even_length", "break_even_length", None),
-    ("break_even_ci_low", "break_even_ci", 0),
-    ("break_even_ci_high", "break_even_ci", 1),
-    ("draft_share", "draft_share", None),
-)
+def _result_properties(result: Result) -> dict[str, float]:
+    """The result's figures that have a JUnit property in the figure table, each rounded to
+    its digits, with its 95% interval's ends (``<ci>_low``, ``<ci>_high``) where it has one."""
+    out: dict[str, float] = {}
+    for row in figures("result", lambda f: f.junit is not None):
+        value = row.attribute(result)
+        if row.junit is None or value is None:
+            continue
+        out[row.junit] = round(value, row.digits)
+        if row.ci is not None:
+            low, high = getattr(result, row.ci)
+            out[f"{row.ci}_low"], out[f"{row.ci}_high"] = (
+                round(low, row.digits),
+                round(high, row.digits),
+            )
+    return out
 
 
 def _phase_properties(phases: Any) -> dict[str, float]:
-    """The break-even length (with its interval) and the draft share of ``Result.phases``
-    (its dict form, or the object with ``to_dict()``); none without phase figures."""
+    """The phase figures that have a JUnit property in the figure table (the break-even
+    length with its interval, the draft share) of ``Result.phases`` (its dict form, or the
+    object with ``to_dict()``); none without phase figures, and none for a figure not
+    measured (each end of an interval on its own)."""
     if phases is None:
         return {}
     data = phases if isinstance(phases, Mapping) else phases.to_dict()
     out = {}
-    for name, key, end in PHASE_PROPERTIES:
-        value = data.get(key)
-        if end is not None:
-            value = value[end] if isinstance(value, Sequence) and len(value) == 2 else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-            out[name] = round(float(value), 4)
+    for row in figures("phases", lambda f: f.junit is not None):
+        value = finite(row.read(data))
+        if row.junit is not None and value is not None:
+            out[row.junit] = round(value, row.digits)
+        if row.ci is not None:
+            for end, number in zip(("low", "high"), ends(data, row.ci), strict=True):
+                if number is not None:
+                    out[f"{row.ci}_{end}"] = round(number, row.digits)
     return out
 
 

@@ -29,10 +29,10 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any
 
 from ..engines.methods import NO_MODEL
+from ..figure_table import ends, interval, real
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 from ..names import display_name
@@ -40,7 +40,6 @@ from .phases import (
     NOT_RECORDED,
     SERVED,
     explanation,
-    interval,
     names_yield,
     pays,
     phases,
@@ -180,17 +179,9 @@ def _summary(answers: Sequence[_Answer]) -> str:
 # --- figures of one result -------------------------------------------------------------------
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, Real) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 def _ci(r: Row) -> tuple[float | None, float | None]:
-    ci = r.get("speedup_ci")
-    if isinstance(ci, Sequence) and len(ci) == 2:
-        return _number(ci[0]), _number(ci[1])
-    return None, None
+    """The speedup's interval ends, each a number (NaN kept) or None."""
+    return ends(r, "speedup_ci", real)
 
 
 def _verdict(r: Row) -> str:
@@ -207,12 +198,12 @@ def _verdict(r: Row) -> str:
 
 
 def _speedup(r: Row) -> float:
-    value = _number(r.get("speedup"))
+    value = real(r.get("speedup"))
     return value if value is not None else float("-inf")
 
 
 def _x(value: Any) -> str:
-    number = _number(value)
+    number = real(value)
     return "-" if number is None else f"{number:.2f}x"
 
 
@@ -240,7 +231,7 @@ def _name(r: Row) -> str:
 def spread(values: Iterable[Any]) -> tuple[float, float, float] | None:
     """(p10, p50, p90) of the numbers in ``values`` (linear interpolation between order
     statistics); None when there are none."""
-    data = sorted(float(v) for v in values if _number(v) is not None)
+    data = sorted(float(v) for v in values if real(v) is not None)
     if not data:
         return None
 
@@ -261,7 +252,7 @@ CONTEXT = "context"
 
 
 def _memory(rows: Sequence[Row]) -> _Answer:
-    extras = [v for v in (_number(r.get("extra_memory_gib")) for r in rows) if v is not None]
+    extras = [v for v in (real(r.get("extra_memory_gib")) for r in rows) if v is not None]
     method = str(rows[0].get("method", ""))
     if extras:
         cost = f"the {'proposer' if method in NO_MODEL else 'draft'} costs {max(extras):.2f} GiB"
@@ -281,7 +272,7 @@ def _memory(rows: Sequence[Row]) -> _Answer:
     spec_kv, base_kv, size = _kv(r, "speculative"), _kv(r, "baseline"), batch(r)
     assert spec_kv is not None and size
     per_sequence = spec_kv // size
-    need = int(_number(r.get("max_tokens")) or 0)
+    need = int(real(r.get("max_tokens")) or 0)
     kv = f"KV cache {spec_kv:,} tokens"
     if base_kv:
         kv = f"KV cache {base_kv:,} -> {spec_kv:,} tokens ({spec_kv / base_kv - 1:+.0%})"
@@ -300,7 +291,7 @@ def _memory(rows: Sequence[Row]) -> _Answer:
 
 def _kv(r: Row, side: str) -> int | None:
     figures = r.get(side)
-    value = _number(figures.get("kv_cache_tokens")) if isinstance(figures, Mapping) else None
+    value = real(figures.get("kv_cache_tokens")) if isinstance(figures, Mapping) else None
     return int(value) if value is not None and value > 0 else None
 
 
@@ -319,11 +310,11 @@ def _curves(rows: Sequence[Row], sweeps: Sequence[Row]) -> list[_Curve]:
     for s in sweeps:
         best: dict[int, Row] = {}
         for p in s.get("points") or []:
-            c = _number(p.get("concurrency")) if isinstance(p, Mapping) else None
+            c = real(p.get("concurrency")) if isinstance(p, Mapping) else None
             if c is not None and (int(c) not in best or _speedup(p) > _speedup(best[int(c)])):
                 best[int(c)] = p
         if len(best) > 1:
-            crossover = _number(s.get("crossover"))
+            crossover = real(s.get("crossover"))
             end = None if crossover is None else int(crossover)
             curves.append(_Curve(str(s.get("nodeid", "")), tuple(sorted(best.items())), end))
             swept.add(str(s.get("nodeid", "")))
@@ -552,7 +543,7 @@ def _workloads(rows: Sequence[Row]) -> list[_Answer]:
 def _describe(r: Row, *, spread_too: bool = False) -> str:
     text = f"{r['label']}: " if r.get("label") else ""
     text += f"{_figure(r)} at batch {batch(r) or '-'}"
-    rate = _number(r.get("acceptance_rate"))
+    rate = real(r.get("acceptance_rate"))
     if rate is not None:
         text += f", acceptance {rate:.2f}"
     lengths = spread(r.get("request_acceptance") or []) if spread_too else None
@@ -576,7 +567,7 @@ def _workload(category: str, runs: Sequence[Row]) -> _Answer:
     if all(v == NOT_WORTH for v in verdicts):
         phrase = f"{category}: {_x(top.get('speedup'))}"
         return _Answer(Line(question, NO, shown), phrase, "not for", (2, -_speedup(top)))
-    known = _number(top.get("speedup")) is not None
+    known = real(top.get("speedup")) is not None
     unclear = f"{category}: {_figure(top)}" if known else None
     return _Answer(Line(question, UNKNOWN, shown), unclear, "unclear for", (1, -_speedup(top)))
 
@@ -653,8 +644,8 @@ def _costs(r: Row) -> str:
     [1.90-2.30]`` (and the dominant term where it does not clear it)."""
     figures = phases(r) or {}
     proposal = "proposal" if str(r.get("method")) in NO_MODEL else "draft proposal"
-    share, cost = _number(figures.get("draft_share")), _number(r.get("cost_ratio"))
-    verify = _number(figures.get("verify_cost"))
+    share, cost = real(figures.get("draft_share")), real(r.get("cost_ratio"))
+    verify = real(figures.get("verify_cost"))
     parts = []
     if share is not None:
         ratio = f" (cost ratio {cost:.2f})" if cost is not None else ""
@@ -670,9 +661,9 @@ def _break_even_and_measured(figures: Mapping[str, Any]) -> tuple[str, str]:
     """``("2.10 [1.90-2.30]", "3.40 [3.20-3.60]")``: the break-even and the measured
     acceptance length, each with its interval."""
     return (
-        with_interval(_number(figures.get("break_even_length")),
+        with_interval(real(figures.get("break_even_length")),
                       interval(figures, "break_even_ci"), ".2f"),
-        with_interval(_number(figures.get("acceptance_length")),
+        with_interval(real(figures.get("acceptance_length")),
                       interval(figures, "acceptance_length_ci"), ".2f"),
     )  # fmt: skip
 

@@ -24,6 +24,7 @@ from datetime import UTC
 from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ConfigError
+from ..figure_table import finite
 from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult, rate_text
 from .checklist import Checklist, checklists
@@ -35,7 +36,6 @@ from .phases import (
     break_even_points,
     explanation,
     ms,
-    number,
     phase_line,
     phase_ms,
     phases,
@@ -424,13 +424,13 @@ def phase_chart(result: Mapping[str, Any]) -> str:
     base_ms, spec_ms = phase_ms(base, "step"), phase_ms(spec, "step")
     accepted = step_yield(figures, result)
     if accepted is None:
-        accepted = number(figures.get("acceptance_length"))
+        accepted = finite(figures.get("acceptance_length"))
     mark = None if base_ms is None or accepted is None else base_ms * accepted
     longest = max([v for v in (base_ms, spec_ms, mark) if v is not None] or [1.0])
     scale = longest / 0.8 if longest > 0 else 1.0  # the longest takes 80%: room for its label
     prefill = "; ".join(
         f"{name} {ms(phase_ms(step(figures, side, 'prefill'), 'step'))} ms per step "
-        f"({number(step(figures, side, 'prefill').get('steps')) or 0:g} per round)"
+        f"({finite(step(figures, side, 'prefill').get('steps')) or 0:g} per round)"
         for name, side in (("baseline", "baseline"), ("speculative", "speculative"))
     )
     said = explanation(result)

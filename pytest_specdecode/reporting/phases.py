@@ -5,12 +5,12 @@ engine, a report from before phase timing) is said to have none, never guessed."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any
 
 from ..engines.protocol import PHASES
+from ..figure_table import finite, interval
 from ..measure import phases as measured_phases
 from ..measure.phases import PhaseSummary, explain, yield_of, yield_text
 
@@ -36,13 +36,6 @@ PHASE_COLOURS = dict(zip(PHASES, ("#9467bd", "#1f77b4", "#2ca02c", "#ff7f0e", "#
                          strict=True))  # fmt: skip
 
 
-def number(value: Any) -> float | None:
-    """A finite number from a report, or None."""
-    if isinstance(value, Real) and not isinstance(value, bool) and value == value:
-        return float(value)
-    return None
-
-
 def phases(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A result's (or sweep point's) phase figures, None when it has none."""
     value = row.get("phases")
@@ -58,7 +51,7 @@ def step(figures: Mapping[str, Any], side: str, kind: str = "decode") -> Mapping
 
 def phase_ms(step_figures: Mapping[str, Any], phase: str) -> float | None:
     """Mean milliseconds per step of one phase (``step`` for the whole step)."""
-    return number(step_figures.get(f"{phase}_ms"))
+    return finite(step_figures.get(f"{phase}_ms"))
 
 
 def ms(value: float | None) -> str:
@@ -66,15 +59,6 @@ def ms(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.1f}" if value >= 0.05 or value == 0 else f"{value:.2g}"
-
-
-def interval(figures: Mapping[str, Any], key: str) -> tuple[float, float] | None:
-    """A 95% interval ``figures[key]`` when both ends are numbers."""
-    ci = figures.get(key)
-    if not isinstance(ci, Sequence) or isinstance(ci, str) or len(ci) != 2:
-        return None
-    low, high = number(ci[0]), number(ci[1])
-    return None if low is None or high is None else (low, high)
 
 
 def with_interval(value: float | None, ci: tuple[float, float] | None, fmt: str = ".1f") -> str:
@@ -87,7 +71,7 @@ def with_interval(value: float | None, ci: tuple[float, float] | None, fmt: str 
 
 def _tokens(row: Mapping[str, Any] | None, side: str) -> float | None:
     engine = None if row is None else row.get(side)
-    return number(engine.get("generated_tokens")) if isinstance(engine, Mapping) else None
+    return finite(engine.get("generated_tokens")) if isinstance(engine, Mapping) else None
 
 
 def step_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> float | None:
@@ -96,8 +80,8 @@ def step_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None)
     stored step counts (a report recorded before the figure existed has it too), scaled by
     the two sides' generated tokens where ``row`` (the result) has them and they differ; None
     when either engine counted no decode step."""
-    measured = yield_of(number(step(figures, "baseline").get("steps")),
-                        number(step(figures, "speculative").get("steps")))  # fmt: skip
+    measured = yield_of(finite(step(figures, "baseline").get("steps")),
+                        finite(step(figures, "speculative").get("steps")))  # fmt: skip
     base, spec = _tokens(row, "baseline"), _tokens(row, "speculative")
     if measured is not None and base and spec and base != spec:
         measured *= spec / base
@@ -109,8 +93,8 @@ def names_yield(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None
     ``YIELD_GAP`` (10%) from it, or on the other side of the break-even."""
     return measured_phases.names_yield(
         step_yield(figures, row),
-        number(figures.get("acceptance_length")),
-        number(figures.get("break_even_length")),
+        finite(figures.get("acceptance_length")),
+        finite(figures.get("break_even_length")),
     )
 
 
@@ -120,9 +104,9 @@ def break_even_text(
     """``break-even 2.1 tokens/step [1.9-2.3], measured 3.4 [3.2-3.6]``; where the step yield
     differs from the acceptance length, ``break-even 1.5 tokens/step [1.4-1.6], measured: yields
     1.5 tokens per verify step (acceptance length 3.7 counts only the steps with drafts)``."""
-    be = number(figures.get("break_even_length"))
+    be = finite(figures.get("break_even_length"))
     be_ci = interval(figures, "break_even_ci")
-    length = number(figures.get("acceptance_length"))
+    length = finite(figures.get("acceptance_length"))
     tokens = step_yield(figures, row)
     if tokens is not None and length is not None and names_yield(figures, row):
         if fmt == ".1f":
@@ -166,7 +150,7 @@ def pays(figures: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> bo
     step yield (:func:`step_yield`) where the step counts are stored, with the acceptance
     length's interval scaled to it (the per-round step counts are not kept), else the
     measured acceptance length with its interval."""
-    be, length = number(figures.get("break_even_length")), number(figures.get("acceptance_length"))
+    be, length = finite(figures.get("break_even_length")), finite(figures.get("acceptance_length"))
     length_ci = interval(figures, "acceptance_length_ci")
     acc, acc_ci = step_yield(figures, row), None
     if acc is None:
@@ -198,7 +182,7 @@ def explanation(row: Mapping[str, Any]) -> str:
         summary = PhaseSummary.from_dict(figures)
     except (KeyError, TypeError, ValueError):
         return said
-    batch = number(row.get("concurrency")) or number(row.get("num_prompts")) or 1
+    batch = finite(row.get("concurrency")) or finite(row.get("num_prompts")) or 1
     return explain(
         summary.baseline.decode, summary.speculative.decode, summary.break_even_length,
         summary.acceptance_length, int(batch), step_yield(figures, row),
@@ -224,12 +208,12 @@ def break_even_points(sweep: Mapping[str, Any]) -> list[BreakEvenPoint]:
     out = []
     for p in sweep.get("points") or []:
         figures = phases(p) if isinstance(p, Mapping) else None
-        k, c = number(p.get("num_speculative_tokens")), number(p.get("concurrency"))
-        be = None if figures is None else number(figures.get("break_even_length"))
+        k, c = finite(p.get("num_speculative_tokens")), finite(p.get("concurrency"))
+        be = None if figures is None else finite(figures.get("break_even_length"))
         if figures is None or be is None or k is None or c is None:
             continue
         out.append(BreakEvenPoint(
             int(k), int(c), be, interval(figures, "break_even_ci"),
-            number(figures.get("acceptance_length")), interval(figures, "acceptance_length_ci"),
+            finite(figures.get("acceptance_length")), interval(figures, "acceptance_length_ci"),
         ))  # fmt: skip
     return sorted(out, key=lambda b: (b.k, b.concurrency))

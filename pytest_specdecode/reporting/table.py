@@ -6,11 +6,11 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from numbers import Real
 from typing import Any
 
 from tabulate import tabulate
 
+from ..figure_table import figure, header, real
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, LoadSummary, rate_text
 from .checklist import spread
@@ -67,18 +67,20 @@ def _tabulate(table: Sequence[Sequence[str]], headers: Sequence[str], tablefmt: 
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+#: The summary table's columns; a column of a figure is headed as its row in the figure table
+#: says.
 HEADERS = (
     "test",
     "category",
     "method (k)",
-    "base tok/s",
-    "spec tok/s",
-    "speedup [95% CI]",
-    "accept rate",
-    "accept len",
-    "alpha",
-    "eff.",
-    "match",
+    header("baseline_tokens_per_second"),
+    header("speculative_tokens_per_second"),
+    header("speedup"),
+    header("acceptance_rate"),
+    header("mean_acceptance_length"),
+    header("alpha"),
+    header("efficiency"),
+    header("match_rate"),
     "mode",
     "verdict",
     "result",
@@ -95,9 +97,20 @@ def label(row: Mapping[str, Any]) -> str:
 def _num(value: Any, fmt: str) -> str:
     if value is None:
         return "-"
-    if isinstance(value, Real) and not isinstance(value, bool):
+    if real(value) is not None:
         return format(value, fmt)
     return str(value)  # a file written by hand: show it as it is
+
+
+def _cell(r: Mapping[str, Any], name: str) -> str:
+    """A result's (or candidate's) figure in the table's format for it; with its 95% interval
+    and unit where it has an interval (``1.80x [1.76-1.83]``)."""
+    row = figure(name)
+    text = _num(row.read(r), row.cell_fmt)
+    if row.ci is None:
+        return text
+    low, high = r.get(row.ci) or (None, None)
+    return f"{text}{row.unit} [{_num(low, row.cell_fmt)}-{_num(high, row.cell_fmt)}]"
 
 
 def gate(row: Mapping[str, Any]) -> str:
@@ -133,20 +146,19 @@ def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _cells(r: Mapping[str, Any]) -> list[str]:
-    low, high = r.get("speedup_ci") or (None, None)
     return [
         label(r),
         str(r.get("category", "")),
         f"{r.get('method')} ({r.get('num_speculative_tokens')})",
-        _num(r["baseline"].get("tokens_per_second"), ".1f"),
-        _num(r["speculative"].get("tokens_per_second"), ".1f"),
-        f"{_num(r.get('speedup'), '.2f')}x [{_num(low, '.2f')}-{_num(high, '.2f')}]",
-        _num(r.get("acceptance_rate"), ".2f"),
-        _num(r.get("mean_acceptance_length"), ".2f"),
+        _cell(r, "baseline_tokens_per_second"),
+        _cell(r, "speculative_tokens_per_second"),
+        _cell(r, "speedup"),
+        _cell(r, "acceptance_rate"),
+        _cell(r, "mean_acceptance_length"),
         _spread(r),
-        _num(r.get("alpha"), ".2f"),
-        _num(r.get("efficiency"), ".2f"),
-        _num(r.get("match_rate"), ".2f"),
+        _cell(r, "alpha"),
+        _cell(r, "efficiency"),
+        _cell(r, "match_rate"),
         str(r.get("mode", "")),
         str(r.get("verdict") or "-"),
         gate(r),
@@ -164,9 +176,9 @@ def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> st
     table = rows(results)
     headers = list(HEADERS)
     empty = set()
-    for index, header in OPTIONAL:
+    for index, title in OPTIONAL:
         if any(row[index] for row in table):
-            headers.insert(index, header)
+            headers.insert(index, title)
         else:
             empty.add(index)
     table = [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
@@ -205,8 +217,9 @@ def _code(text: str) -> str:
 
 
 RANKING_HEADERS = (
-    "rank", "candidate", "method (k)", "speedup [95% CI]", "accept rate", "accept len",
-    "alpha", "cost ratio", "extra GiB", "verdict", "choice",
+    "rank", "candidate", "method (k)", header("speedup"), header("acceptance_rate"),
+    header("mean_acceptance_length"), header("alpha"), header("cost_ratio"),
+    header("extra_memory_gib"), "verdict", "choice",
 )  # fmt: skip
 
 
@@ -215,19 +228,18 @@ def ranking_rows(ranking: Mapping[str, Any]) -> list[list[str]]:
     last cell marks the best one and those tied with the fastest."""
     out = []
     for place, c in enumerate(ranking.get("candidates") or [], start=1):
-        low, high = c.get("speedup_ci") or (None, None)
         best, tied = c.get("name") == ranking.get("best"), bool(c.get("tied"))
         marks = ["best"] * best + ["tied"] * tied
         cells = [
             str(place),
             str(c.get("name", "")),
             f"{c.get('method')} ({c.get('num_speculative_tokens')})",
-            f"{_num(c.get('speedup'), '.2f')}x [{_num(low, '.2f')}-{_num(high, '.2f')}]",
-            _num(c.get("acceptance_rate"), ".2f"),
-            _num(c.get("mean_acceptance_length"), ".2f"),
-            _num(c.get("alpha"), ".2f"),
-            _num(c.get("cost_ratio"), ".2f"),
-            _num(c.get("extra_memory_gib"), ".2f"),
+            _cell(c, "speedup"),
+            _cell(c, "acceptance_rate"),
+            _cell(c, "mean_acceptance_length"),
+            _cell(c, "alpha"),
+            _cell(c, "cost_ratio"),
+            _cell(c, "extra_memory_gib"),
             str(c.get("verdict") or "-"),
             ", ".join(marks),
         ]
