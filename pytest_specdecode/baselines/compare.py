@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ConfigError
@@ -200,6 +200,30 @@ class Verdict:
             "rounds": self.rounds,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        """The verdict a report's ``comparisons`` entry (:meth:`to_dict`) describes, or one
+        given by its fields (``vars()``: what a pytest-xdist worker sends, with ``status``
+        and ``nodeid``). A report's entry keeps neither the node id (``""``) nor the status
+        behind an "inconclusive" decision: that is "unchanged", the status that decision
+        comes from."""
+        if "status" in data:  # the fields
+            names = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in names})
+        figure = data.get("figure") or ""
+        tolerance = data.get("tolerance")
+        decision = str(data["decision"])
+        return cls(
+            key=str(data["key"]),
+            figure=str(figure),
+            status="unchanged" if decision == "inconclusive" else decision,
+            old=_optional(data.get("stored")),
+            new=_optional(data.get("new")),
+            p_value=_optional(data.get("p_value")),
+            tolerance="" if tolerance is None else f"{figure}:{tolerance}",
+            rounds=None if data.get("rounds") is None else int(data["rounds"]),
+        )
+
     def describe(self) -> str:
         if self.status in ("new", "missing"):
             return f"{self.key}: {self.status}"
@@ -216,6 +240,10 @@ class Verdict:
 def comparison_entries(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:
     """The report's ``comparisons`` list: one :meth:`Verdict.to_dict` per verdict."""
     return [v.to_dict() for v in verdicts]
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _p_lower(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:

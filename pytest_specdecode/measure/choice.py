@@ -15,7 +15,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig
 from ..errors import ConfigError, GateError
-from .result import Result, finite
+from .result import Result, finite, number, summarized
 from .verdict import NOT_WORTH, WORTH
 
 CANDIDATES_EXAMPLE = (
@@ -97,6 +97,40 @@ class Candidate:
             "verdict_reasons": list(r.verdict_reasons),
             "tied": self.tied,
         }
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        nodeid: str = "",
+        results: Mapping[tuple[str, str], Result] | None = None,
+    ) -> Candidate:
+        """The candidate a :meth:`to_dict` describes: its result is the one in ``results``
+        (by key: ``nodeid`` and the candidate's label) whose figures are the candidate's;
+        else one that holds only those figures (:func:`~.result.summarized`)."""
+        name, label, tied = str(data["name"]), str(data.get("label") or ""), bool(data["tied"])
+        full = (results or {}).get((nodeid, label))
+        if full is not None and finite(cls(name, full, tied).to_dict()) == finite(dict(data)):
+            return cls(name, full, tied)
+        low, high = data["speedup_ci"]
+        draft = data.get("draft")
+        result = summarized(
+            nodeid, label, method=str(data.get("method") or ""),
+            draft=None if draft is None else str(draft),
+            num_speculative_tokens=int(data.get("num_speculative_tokens") or 0),
+            speedup=number(data["speedup"]), speedup_ci=(number(low), number(high)),
+            acceptance_rate=number(data.get("acceptance_rate")),
+            mean_acceptance_length=number(data.get("mean_acceptance_length")),
+            alpha=_optional(data.get("alpha")), cost_ratio=_optional(data.get("cost_ratio")),
+            extra_memory_gib=_optional(data.get("extra_memory_gib")),
+            verdict=str(data.get("verdict") or ""),
+            verdict_reasons=[str(r) for r in data.get("verdict_reasons") or []],
+        )  # fmt: skip
+        return cls(name, result, tied)
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -225,6 +259,18 @@ class Ranking:
             }
         )
         return data
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], results: Mapping[tuple[str, str], Result] | None = None
+    ) -> Ranking:
+        """The ranking a :meth:`to_dict` describes, in its order (derived keys are
+        recomputed); ``results``: the report's, for each candidate's whole result
+        (:meth:`Candidate.from_dict`)."""
+        nodeid = str(data["nodeid"])
+        return cls(
+            nodeid, tuple(Candidate.from_dict(c, nodeid, results) for c in data["candidates"])
+        )
 
 
 def _figure(candidate: Candidate) -> str:

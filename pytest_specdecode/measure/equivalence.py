@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .result import finite, number
 from .stats import chi2_sf, homogeneity_test
 
 DEFAULT_SAMPLES = 1600
@@ -130,7 +131,8 @@ class DistributionCheck:
         return self.p_value >= self.alpha
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Plain JSON values (non-finite numbers as null, pairs as lists)."""
+        data: dict[str, Any] = finite({
             "nodeid": self.nodeid,
             "temperature": self.temperature,
             "samples_per_engine": self.samples_per_engine,
@@ -141,7 +143,33 @@ class DistributionCheck:
             "rule": self.rule,
             "positions": [vars(s) for s in self.positions],
             "tests": [vars(t) for t in self.tests],
-        }
+        })  # fmt: skip
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DistributionCheck:
+        """The check a :meth:`to_dict` describes (the positions, p-value, verdict and rule
+        are recomputed from its tests)."""
+
+        def top(pairs: Any) -> list[tuple[int, float]]:
+            return [(int(token), float(share)) for token, share in pairs]
+
+        tests = [
+            PositionTest(
+                int(t["prompt_index"]),
+                int(t["position"]),
+                number(t["statistic"]),
+                int(t["df"]),
+                number(t["p_value"]),
+                top(t["top_baseline"]),
+                top(t["top_speculative"]),
+            )  # fmt: skip
+            for t in data["tests"]
+        ]
+        return cls(
+            str(data["nodeid"]), float(data["temperature"]), int(data["samples_per_engine"]),
+            int(data["tokens"]), float(data["alpha"]), tests,
+        )  # fmt: skip
 
 
 def _top(counts: Counter[int], n: int) -> list[tuple[int, float]]:

@@ -140,13 +140,14 @@ class PhaseSummary:
             low, high = values
             return float(low), float(high)
 
+        length = data["acceptance_length"]  # null: written from nan (Result.to_dict)
         return cls(
             clock=str(data.get("clock") or "wall"),
             baseline=EngineSteps.from_dict(data["baseline"]),
             speculative=EngineSteps.from_dict(data["speculative"]),
             break_even_length=opt("break_even_length"),
             break_even_ci=pair("break_even_ci"),
-            acceptance_length=float(data["acceptance_length"]),
+            acceptance_length=math.nan if length is None else float(length),
             acceptance_length_ci=pair("acceptance_length_ci"),
             draft_share=opt("draft_share"),
             verify_cost=opt("verify_cost"),

@@ -166,6 +166,24 @@ class Outcome:
     gate_failures: tuple[str, ...] = ()
 
 
+def summarized(nodeid: str, label: str, **figures: Any) -> Result:
+    """A result of which a summary kept only ``figures`` (a sweep's point, a ranking's
+    candidate, read back from a report without the full result beside it): every other
+    figure unknown (``nan``, None, empty), no engine figures."""
+    unknown = EngineFigures(math.nan, None, None, [], 0)
+    values: dict[str, Any] = {
+        "nodeid": nodeid, "label": label, "category": "", "target": "", "method": "",
+        "num_speculative_tokens": 0, "draft": None, "speculative_config": {},
+        "engine_kwargs": {}, "num_prompts": 0, "max_tokens": 0, "temperature": math.nan,
+        "concurrency": None, "trials": 0, "mode": "", "memory": "", "speedup": math.nan,
+        "speedup_ci": (math.nan, math.nan), "ratios": [], "acceptance_rate": math.nan,
+        "mean_acceptance_length": math.nan, "acceptance_per_position": [], "num_drafts": 0,
+        "num_draft_tokens": 0, "num_accepted_tokens": 0, "match_rate": math.nan,
+        "divergences": [], "baseline": unknown, "speculative": unknown,
+    }  # fmt: skip
+    return Result(**{**values, **figures})
+
+
 def entry(result: Result, outcome: Outcome | None, *, with_outputs: bool = True) -> dict[str, Any]:
     """A report entry: the result's dict and how its test judged it."""
     outcome = outcome or Outcome()

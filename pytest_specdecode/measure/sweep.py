@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
 from .kschedule import DEFAULT_TOLERANCE, KSchedule, check_tolerance, choose_k
-from .result import Result
+from .phases import PhaseSummary
+from .result import Result, finite, number, summarized
 
 
 @dataclass
@@ -79,22 +81,68 @@ class Sweep:
         )
         return f"{self.name}: best k per concurrency: {best}; {tail}"
 
+    def point_label(self, k: int, concurrency: int) -> str:
+        """The label of the point's result (``k=2 c=8``, after the sweep's label)."""
+        return f"{self.label} k={k} c={concurrency}" if self.label else f"k={k} c={concurrency}"
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid,
-            **({"label": self.label} if self.label else {}),
-            "points": [
-                {
-                    "num_speculative_tokens": k,
-                    "concurrency": c,
-                    "speedup": r.speedup,
-                    "speedup_ci": list(r.speedup_ci),
-                    "acceptance_rate": r.acceptance_rate,
-                    "phases": None if r.phases is None else r.phases.to_dict(),
-                }
-                for k, c, r in self.points
-            ],  # fmt: skip
-            "best_k": {str(c): k for c, (k, _) in self.best_k().items()},
-            "crossover": self.crossover(),
-            "schedule": self.schedule().to_dict() if self.points else None,
+        """Plain JSON values (non-finite numbers as null): each point's figures, not its
+        whole result (that is a report's result under :meth:`point_label`)."""
+        data: dict[str, Any] = finite(
+            {
+                "nodeid": self.nodeid,
+                **({"label": self.label} if self.label else {}),
+                "points": [_point(k, c, r) for k, c, r in self.points],
+                "best_k": {str(c): k for c, (k, _) in self.best_k().items()},
+                "crossover": self.crossover(),
+                "schedule": self.schedule().to_dict() if self.points else None,
+            }
+        )
+        return data
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], results: Mapping[tuple[str, str], Result] | None = None
+    ) -> Sweep:
+        """The sweep a :meth:`to_dict` describes (derived keys are recomputed). A point's
+        result is the one in ``results`` (by key: node id, :meth:`point_label`) whose figures
+        are the point's; else one that holds only the point's figures
+        (:func:`~.result.summarized`)."""
+        sweep = cls(str(data["nodeid"]), label=str(data.get("label") or ""))
+        config: dict[str, Any] = {}
+        schedule = data.get("schedule")
+        if schedule is not None:
+            config = dict(schedule.get("base_config") or {})
+        sweep.base_config = config
+        for point in data["points"]:
+            k, c = int(point["num_speculative_tokens"]), int(point["concurrency"])
+            label = sweep.point_label(k, c)
+            full = (results or {}).get((sweep.nodeid, label))
+            if full is None or _point(k, c, full) != finite(dict(point)):
+                low, high = point["speedup_ci"]
+                phases = point.get("phases")
+                full = summarized(
+                    sweep.nodeid, label, num_speculative_tokens=k, concurrency=c,
+                    method=str(config.get("method") or ""),
+                    speculative_config={**config, "num_speculative_tokens": k},
+                    speedup=number(point["speedup"]), speedup_ci=(number(low), number(high)),
+                    acceptance_rate=number(point.get("acceptance_rate")),
+                    phases=None if phases is None else PhaseSummary.from_dict(phases),
+                )  # fmt: skip
+            sweep.add(k, c, full)
+        return sweep
+
+
+def _point(k: int, concurrency: int, result: Result) -> dict[str, Any]:
+    """A point of :meth:`Sweep.to_dict`."""
+    point: dict[str, Any] = finite(
+        {
+            "num_speculative_tokens": k,
+            "concurrency": concurrency,
+            "speedup": result.speedup,
+            "speedup_ci": list(result.speedup_ci),
+            "acceptance_rate": result.acceptance_rate,
+            "phases": None if result.phases is None else result.phases.to_dict(),
         }
+    )
+    return point
