@@ -98,9 +98,9 @@ def marker_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def bench_script() -> str:
-    """examples/bench_tiny.py as the docs show it."""
-    script = (ROOT / "examples" / "bench_tiny.py").read_text(encoding="utf-8")
+def example_script(name: str) -> str:
+    """A script in examples/ as the docs show it."""
+    script = (ROOT / "examples" / name).read_text(encoding="utf-8")
     return "```python\n" + script + "```\n"
 
 
@@ -407,7 +407,8 @@ def generators(report: Mapping[str, Any]) -> dict[str, Callable[[], str]]:
         "home-table": lambda: figures(home_table(report)),
         "example-run": lambda: run_line(report),
         "standard-sets": lambda: standard_sets_table(report),
-        "bench-script": bench_script,
+        "bench-script": lambda: example_script("bench_tiny.py"),
+        "record-script": lambda: example_script("gate_tiny.py"),
     }
 
 
