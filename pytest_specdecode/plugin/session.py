@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..baselines.compare import Verdict
+from ..baselines.files import FORMAT_VERSION
+from ..baselines.report import Report
 from ..engines.protocol import EngineSource
 from ..engines.schedule import Need
 from ..errors import GateError
-from ..measure.result import Outcome, Result
+from ..measure.result import Outcome, Result, finite
 from ..measure.timing import TimeSpent
 from ..run.record import PRODUCTS, RunRecord
 from ..settings import GlobalSettings, check_served_pair
@@ -105,8 +106,11 @@ class SpecDecodeSession(RunRecord):
         if nodeid is None:
             return {"time": self.own_time().to_dict(), "start_notes": self.start_notes()}
         output: dict[str, Any] = {
-            "results": [{**self.entry(r), "worker": worker} for r in self.results_for(nodeid)],
-            "verdicts": [vars(v) for v in self.verdicts if v.nodeid == nodeid],
+            "results": [self.entry(r) | {"worker": worker} for r in self.results_for(nodeid)],
+            # the report's entry and every field (status, node id), for the controller
+            "comparisons": [
+                v.to_dict() | finite(vars(v)) for v in self.verdicts if v.nodeid == nodeid
+            ],
             **{
                 kind: [x.to_dict() for x in getattr(self, kind) if x.nodeid == nodeid]
                 for kind in PRODUCTS
@@ -118,13 +122,17 @@ class SpecDecodeSession(RunRecord):
 
     def receive_worker_output(self, output: dict[str, Any]) -> None:
         """Take what a pytest-xdist worker sent (:meth:`worker_output`: a test's, or the
-        finished worker's)."""
-        self.remote_results.extend(output.get("results") or [])
-        self.verdicts.extend(Verdict(**v) for v in output.get("verdicts") or [])
-        for kind in PRODUCTS:
-            self.remote_products.setdefault(kind, []).extend(output.get(kind) or [])
-        if output.get("engine_info") and not self.engine_info:
-            self.engine_info.update(output["engine_info"])
+        finished worker's), read once into the typed objects."""
         if "time" in output:
             self.remote_time.append(TimeSpent.of(output["time"] or {}))
-        self.remote_start_notes.extend(output.get("start_notes") or [])
+            self.remote_start_notes.extend(output.get("start_notes") or [])
+            return
+        made = {k: v for k, v in output.items() if k != "engine_info"}
+        self.receive(
+            Report.from_dict(
+                {"format_version": FORMAT_VERSION, "environment": {}, **made},
+                "the output of a pytest-xdist worker",
+            )
+        )
+        if output.get("engine_info") and not self.engine_info:
+            self.engine_info.update(output["engine_info"])

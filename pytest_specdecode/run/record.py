@@ -39,6 +39,7 @@ from ..baselines.compare import (
     verdicts_for,
 )
 from ..baselines.environment import collect
+from ..baselines.report import Report
 from ..engines.protocol import EngineSource
 from ..errors import ConfigError
 from ..measure.bench import Bench, Product, Progress
@@ -129,10 +130,9 @@ class RunRecord:
         #: every Bench that made something (their time spent on warm-up, rounds, ...)
         self.benches: list[Bench] = []
         self._sources: list[EngineSource] = []
-        #: results, products, time and engine-start notes made elsewhere (pytest-xdist
-        #: workers), as report entries
-        self.remote_results: list[dict[str, Any]] = []
-        self.remote_products: dict[str, list[dict[str, Any]]] = {}
+        #: the pytest-xdist worker that made each result received from one, by result key
+        self.workers: dict[tuple[str, str], str | None] = {}
+        #: time spent and engine-start notes of each pytest-xdist worker
         self.remote_time: list[TimeSpent] = []
         self.remote_start_notes: list[str] = []
         #: output files that could not be written, and (what, path) of those written
@@ -300,28 +300,38 @@ class RunRecord:
 
     # -- the report ------------------------------------------------------------------------------
     def entry(self, result: Result, *, with_outputs: bool = True) -> dict[str, Any]:
-        """A local result as a report entry, with its outcome."""
-        return entry(result, self.outcomes.get(result.key), with_outputs=with_outputs)
+        """A result as a report entry, with its outcome (and the pytest-xdist worker that
+        made it, when one did)."""
+        data = entry(result, self.outcomes.get(result.key), with_outputs=with_outputs)
+        if result.key in self.workers:
+            data["worker"] = self.workers[result.key]
+        return data
 
     def result_dicts(self, *, with_outputs: bool = True) -> list[dict[str, Any]]:
-        """Every result as report entries: local ones, then those from pytest-xdist
-        workers."""
-        local = [self.entry(r, with_outputs=with_outputs) for r in self.results]
-        remote = self.remote_results
-        if not with_outputs:
-            remote = [_without_outputs(r) for r in remote]
-        return local + remote
+        """Every result as report entries."""
+        return [self.entry(r, with_outputs=with_outputs) for r in self.results]
 
     def products(self, kind: str) -> list[dict[str, Any]]:
-        """Every product of a kind (its report key, one of :data:`PRODUCTS`) as dicts: local
-        ones, then those from pytest-xdist workers."""
-        local = [x.to_dict() for x in getattr(self, kind)]
-        return local + self.remote_products.get(kind, [])
+        """Every product of a kind (its report key, one of :data:`PRODUCTS`) as dicts."""
+        return [x.to_dict() for x in getattr(self, kind)]
+
+    def receive(self, report: Report) -> None:
+        """Take what was made elsewhere (a pytest-xdist worker's test), read once into the
+        typed objects: its results with their outcomes and worker, its products and
+        verdicts."""
+        for item in report.results:
+            self.results.append(item.result)
+            self.outcomes[item.key] = item.outcome
+            self.workers[item.key] = item.worker
+            self._compared.add(item.key)  # the worker compared it
+        for kind in PRODUCTS:
+            getattr(self, kind).extend(getattr(report, kind))
+        self.verdicts.extend(report.comparisons or ())
 
     @property
     def produced(self) -> bool:
         """Whether there is anything to report, here or from a pytest-xdist worker."""
-        return bool(self.results or self.remote_results) or any(map(self.products, PRODUCTS))
+        return bool(self.results) or any(getattr(self, kind) for kind in PRODUCTS)
 
     def environment(self) -> dict[str, Any]:
         """This run's environment (computed once, after the first result)."""
@@ -342,7 +352,7 @@ class RunRecord:
             "engine_start_seconds": round(spent.start_seconds, 3),
             "max_engines": self._max_engines(),
             "wall_seconds": wall,
-            "workers": len({r.get("worker") for r in self.remote_results}) or 1,
+            "workers": len(set(self.workers.values())) or 1,
             "time": {**spent.to_dict(), "other_seconds": other},
             "engine_mode": self.engine_info.get("engine_mode"),
             "reordered": self.reorders,
@@ -524,13 +534,3 @@ class RunRecord:
 
 def _update_baseline(path: str, data: dict[str, Any]) -> None:
     report_files.update_baseline(path, data["results"], data["environment"], data["session"])
-
-
-def _without_outputs(result: dict[str, Any]) -> dict[str, Any]:
-    trimmed = dict(result)
-    for side in ("baseline", "speculative"):
-        if isinstance(trimmed.get(side), dict):
-            trimmed[side] = {
-                k: v for k, v in trimmed[side].items() if k not in ("token_ids", "texts")
-            }
-    return trimmed
