@@ -15,7 +15,7 @@ and their 95% intervals come from the figure table
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..figure_table import exported, figure, finite, headline, interval
@@ -193,11 +193,3 @@ def github_action_benchmark_smaller(report: Mapping[str, Any]) -> list[dict[str,
                 entry["extra"] = f"measured acceptance length {measured:.2f}"
             entries.append(entry)
     return entries
-
-
-#: ``export --format`` name -> the document it writes.
-FORMATS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
-    "bmf": bmf,
-    "github-action-benchmark": github_action_benchmark,
-    "github-action-benchmark-smaller": github_action_benchmark_smaller,
-}
