@@ -198,6 +198,25 @@ def test_cli_export_writes_both_formats(
     assert all(math.isfinite(e["value"]) and e["range"].startswith("95% CI ") for e in entries)
 
 
+def test_csv_holds_the_bmf_figures_one_line_each(
+    report: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import csv
+
+    assert cli_main(["export", report, "--format", "bmf"]) == 0
+    bmf = json.loads(capsys.readouterr().out)
+    assert cli_main(["export", report, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert len(rows) == sum(len(m) for m in bmf.values())
+    for row in rows:
+        figures = bmf[row["benchmark"]][row["measure"]]
+        assert float(row["value"]) == figures["value"]
+        for end in ("lower_value", "upper_value"):
+            assert row[end] == ("" if end not in figures else repr(figures[end]))
+    speedups = [r for r in rows if r["measure"] == "speedup"]
+    assert speedups and all(r["lower_value"] for r in speedups)
+
+
 def test_cli_export_bad_input_exits_2_naming_it(
     report: str, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -212,9 +231,9 @@ def test_cli_export_bad_input_exits_2_naming_it(
     assert cli_main(["export", str(empty), "--format", "bmf"]) == 2
     assert "empty.json: holds no results to export" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
-        cli_main(["export", report, "--format", "csv"])
+        cli_main(["export", report, "--format", "yaml"])
     assert exit_.value.code == 2
-    assert "invalid choice: 'csv'" in capsys.readouterr().err
+    assert "invalid choice: 'yaml'" in capsys.readouterr().err
     blocked = str(pytester.path / "r.json" / "x.json")
     assert cli_main(["export", report, "--format", "bmf", "--output", blocked]) == 2
     assert "r.json/x.json: cannot be written" in capsys.readouterr().err

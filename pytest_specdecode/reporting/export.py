@@ -15,6 +15,8 @@ and their 95% intervals come from the figure table
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Mapping
 from typing import Any
 
@@ -193,3 +195,17 @@ def github_action_benchmark_smaller(report: Mapping[str, Any]) -> list[dict[str,
                 entry["extra"] = f"measured acceptance length {measured:.2f}"
             entries.append(entry)
     return entries
+
+
+def csv_text(report: Mapping[str, Any]) -> str:
+    """The :func:`bmf` figures as CSV, one line per benchmark and measure: ``benchmark``,
+    ``measure``, ``value`` and the ends of its 95% interval (``lower_value``,
+    ``upper_value``; empty without one), for a spreadsheet or pandas."""
+    out = io.StringIO()
+    lines = csv.writer(out, lineterminator="\n")
+    lines.writerow(("benchmark", "measure", "value", "lower_value", "upper_value"))
+    for name, measures in bmf(report).items():
+        for measure, v in measures.items():
+            lines.writerow((name, measure, v["value"], v.get("lower_value", ""),
+                            v.get("upper_value", "")))  # fmt: skip
+    return out.getvalue()

@@ -67,6 +67,12 @@ EXPORTS: tuple[ExportFormat, ...] = (
         empty="holds no phase figures to export (served engines have none, and reports from "
         "before phase timing neither); export the other formats",
     ),
+    ExportFormat(
+        "csv",
+        "the bmf figures as CSV, one line per benchmark and measure (value, 95% interval)",
+        export.csv_text,
+        text=str,
+    ),
 )
 EXPORT_BY_NAME = {f.name: f for f in EXPORTS}
 
