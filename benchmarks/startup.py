@@ -312,6 +312,11 @@ class ModeSource:
     def plan(self, upcoming: Any) -> None:
         pass  # every engine stays resident
 
+    def memory_gib(self, engine: Any) -> float | None:
+        from pytest_specdecode.engines.memory import engine_memory_gib
+
+        return engine_memory_gib(engine.pid, self.device.kind) if engine.pid else None
+
     def close(self) -> None:
         for engine in self.engines.values():
             engine.close()

@@ -167,6 +167,9 @@ class SimulatedSource:
     def plan(self, upcoming: Sequence[Collection[str]]) -> None:
         pass
 
+    def memory_gib(self, engine: EngineBackend) -> float | None:
+        return None
+
     def close(self) -> None:
         for engine in self._engines.values():
             engine.close()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_specdecode import Bench, ConfigError, EngineBackend, EngineSource
@@ -106,3 +108,15 @@ def test_shared_engines_close_with_the_last_open_bench(monkeypatch: pytest.Monke
             inner.run(["p"], max_tokens=4)  # the same engines: started once
         assert len(made) == 1 and made[0].starts == 2 and made[0].closed == 0
     assert made[0].closed == 2  # the last open Bench shut both engines down
+
+
+def test_engine_memory_comes_from_the_source_through_the_protocol() -> None:
+    class Measured(FakeSource):
+        def memory_gib(self, engine: Any) -> float | None:
+            return 2.5 if engine.config.speculative_json else 2.0
+
+    result = Bench("org/target", NGRAM, source=Measured(), progress=None, trials=2).run(
+        ["p1"], max_tokens=4
+    )
+    assert (result.baseline.memory_gib, result.speculative.memory_gib) == (2.0, 2.5)
+    assert isinstance(Measured(), EngineSource)

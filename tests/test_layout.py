@@ -1,5 +1,5 @@
-"""The package's layers import one way: plugin -> run -> reporting -> baselines -> measure -> engines
-(errors, names, settings, prompts, workloads, tolerances and the figure table are shared by
+"""The package's layers import one way: plugin -> run -> reporting -> baselines -> measure ->
+engines (errors, names, settings, prompts, workloads, tolerances and the figure table are shared by
 all; engines are handed parsed settings), no module imports itself through others, and
 importing the plugin imports nothing heavy."""
 

@@ -15,7 +15,7 @@ from .hardware import Device, detect_device
 from .interrupts import sigterm_as_interrupt, sigterm_restored
 from .local import Engine
 from .placement import memory_advice, out_of_memory, place
-from .protocol import Placement
+from .protocol import EngineBackend, Placement
 from .schedule import victim
 
 Progress = Callable[[str], None]
@@ -106,6 +106,14 @@ class EnginePool:
     def is_running(self, config: EngineConfig) -> bool:
         engine = self._engines.get(config.key)
         return engine is not None and engine.alive
+
+    def memory_gib(self, engine: EngineBackend) -> float | None:
+        """The engine worker's process group: GPU memory on a GPU (NVML), else its RSS."""
+        if not engine.pid:
+            return None
+        from .memory import engine_memory_gib
+
+        return engine_memory_gib(engine.pid, self.device.kind)
 
     def acquire(
         self,

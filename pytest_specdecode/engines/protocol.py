@@ -550,7 +550,8 @@ class EngineSource(Protocol):
     test first, so that a bounded source keeps those needed soonest; ``starts``,
     ``restarts`` (starts of an engine it had started before), ``start_seconds`` (wall time
     spent waiting for starts) and ``stop_seconds`` (shutting engines down) count what it cost;
-    ``sequential_reasons`` says why engines started one after the other (once per reason)."""
+    ``sequential_reasons`` says why engines started one after the other (once per reason);
+    ``memory_gib`` what an engine holds."""
 
     max_engines: int
     starts: int
@@ -573,5 +574,11 @@ class EngineSource(Protocol):
     def is_running(self, config: EngineConfig) -> bool: ...
 
     def plan(self, upcoming: Sequence[Collection[str]]) -> None: ...
+
+    def memory_gib(self, engine: EngineBackend) -> float | None:
+        """What ``engine`` (one of this source's) holds in memory: its process group's RSS on
+        a CPU, its GPU memory on a GPU; None where it is not this process's to measure (a
+        server, a simulation)."""
+        ...
 
     def close(self) -> None: ...

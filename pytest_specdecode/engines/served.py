@@ -640,6 +640,10 @@ class ServedPool:
     def plan(self, upcoming: Sequence[Collection[str]]) -> None:
         """Nothing to schedule: both servers stay up."""
 
+    def memory_gib(self, engine: EngineBackend) -> float | None:
+        """None: a server's processes are not ours to measure."""
+        return None
+
     def _connect(self, config: EngineConfig, timeout: float) -> dict[str, ServedEngine]:
         """Contact both servers and check that they make a baseline/speculative pair."""
         engines: dict[str, ServedEngine] = {}

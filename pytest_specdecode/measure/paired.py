@@ -66,14 +66,6 @@ def ratios(baseline: Sequence[Round], speculative: Sequence[Round]) -> list[floa
     return found
 
 
-def _memory(source: EngineSource, engine: EngineBackend) -> float | None:
-    if not engine.pid:
-        return None  # a served deployment: not ours to measure
-    from ..engines.memory import engine_memory_gib
-
-    return engine_memory_gib(engine.pid, source.device.kind)
-
-
 def counting(engine: EngineBackend) -> str:
     """The speculative engine, as a counter-reset message names it: its server's URL when
     served, else its target."""
@@ -150,7 +142,7 @@ def run_paired(
     for _ in range(warmup):
         gen(base)
         gen(spec)
-    memory = {"baseline": _memory(source, base), "speculative": _memory(source, spec)}
+    memory = {"baseline": source.memory_gib(base), "speculative": source.memory_gib(spec)}
     rec = _Recorder(spec)
     rec.warmup_seconds = time.perf_counter() - began
     for i in range(trials):
@@ -189,7 +181,7 @@ def _sequential(
     for _ in range(warmup):
         gen(base)
     warmup_seconds = time.perf_counter() - began
-    memory = {"baseline": _memory(source, base)}
+    memory = {"baseline": source.memory_gib(base)}
     began = time.perf_counter()
     base_rounds = [gen(base) for _ in range(trials)]
     round_seconds = time.perf_counter() - began
@@ -197,7 +189,7 @@ def _sequential(
     began = time.perf_counter()
     for _ in range(warmup):
         gen(spec)
-    memory["speculative"] = _memory(source, spec)
+    memory["speculative"] = source.memory_gib(spec)
     rec = _Recorder(spec)
     rec.warmup_seconds = warmup_seconds + time.perf_counter() - began
     rec.round_seconds = round_seconds
