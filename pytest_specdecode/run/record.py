@@ -39,7 +39,7 @@ from ..baselines.compare import (
     verdicts_for,
 )
 from ..baselines.environment import collect
-from ..baselines.report import Report
+from ..baselines.report import Report, ReportEntry
 from ..engines.protocol import EngineSource
 from ..errors import ConfigError
 from ..measure.bench import Bench, Product, Progress
@@ -365,15 +365,34 @@ class RunRecord:
             self.settings.get("max_engines"),
         )
 
+    def as_report(self) -> Report:
+        """The run as the typed report model (what the renderers take): its results with
+        their outcomes and workers, its products and, when comparing, every verdict and the
+        baseline entries this run did not produce."""
+        missing = [Verdict(key, "", "missing") for key in self.missing()]
+        return Report(
+            results=tuple(
+                ReportEntry(
+                    r,
+                    self.outcomes.get(r.key, Outcome()),
+                    remote=r.key in self.workers,
+                    worker=self.workers.get(r.key),
+                )  # fmt: skip
+                for r in self.results
+            ),
+            environment=self.environment(),
+            session=self.report_session(),
+            sweeps=tuple(self.sweeps),
+            rankings=tuple(self.rankings),
+            distribution_checks=tuple(self.distribution_checks),
+            loads=tuple(self.loads),
+            schedule_checks=tuple(self.schedule_checks),
+            comparisons=None if self.baseline is None else (*self.verdicts, *missing),
+        )
+
     def report(self) -> dict[str, Any]:
         """The JSON report (the schema's format): results, products, comparisons, checklist."""
-        data = report_files.build(self.result_dicts(), self.environment(), self.report_session())
-        for kind in PRODUCTS:
-            if self.products(kind):
-                data[kind] = self.products(kind)
-        if self.baseline is not None:
-            data["comparisons"] = self.comparisons()
-        return with_checklist(data)
+        return with_checklist(self.as_report().to_dict())
 
     def checklists(self) -> list[Checklist]:
         """The "worth it?" checklist of every target and proposer measured so far."""
