@@ -23,11 +23,13 @@ import json
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .baselines.compare import (
     ALPHA,
     DEFAULT_TOLERANCES,
+    Entry,
     Matching,
     StoredResults,
     check_speedup_amount,
@@ -42,6 +44,9 @@ from .errors import ConfigError
 from .run.outputs import EXPORT_BY_NAME, EXPORTS
 from .run.record import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_REGRESSED
 
+if TYPE_CHECKING:
+    from .baselines.report import Report
+
 __all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "EXIT_OK", "EXIT_REGRESSED", "main"]
 
 
@@ -52,7 +57,17 @@ def _say(text: str, file: TextIO | None = None) -> None:
     print(printable(text, keep_newlines=True), file=file or sys.stdout)
 
 
-def _nothing_matched(args: argparse.Namespace, matching: Matching) -> str:
+def _read(path: str, what: str) -> tuple[dict[str, Any], Report]:
+    """The file at ``path`` (``what`` it is, in messages), read and checked once: its data
+    and its typed :class:`~pytest_specdecode.baselines.report.Report`."""
+    from .baselines import files
+    from .baselines.report import Report
+
+    data = files.load(path, what)
+    return data, Report.from_dict(data, f"{what} {Path(path)}")
+
+
+def _nothing_matched(args: argparse.Namespace, matching: Matching[Entry]) -> str:
     """Why a comparison that matched no test is refused, with an example of each side's keys
     (a pair with the same test name when there is one: that is the usual mismatch)."""
     new_keys = [result_key(r) for r, _ in matching.pairs]
@@ -81,24 +96,23 @@ def _check_output(path: str | None, option: str, *inputs: tuple[str, str]) -> No
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .baselines import files as report
     from .reporting.table import render, render_comparison
 
     _check_output(
         args.json, "--json", (args.old, "baseline file (OLD)"), (args.new, "results file (NEW)")
     )
-    old = report.load(args.old, "baseline file")
-    new = report.load(args.new, "results file")
+    _, old = _read(args.old, "baseline file")
+    new_data, new = _read(args.new, "results file")
     tolerances = parse_tolerances(args.fail, "--fail")
-    check_speedup_amount(tolerances, old["results"], f"--fail (against {args.old})")
+    check_speedup_amount(tolerances, old.results, f"--fail (against {args.old})")
     if not 0 < args.alpha < 1:
         raise ConfigError(
             f"--alpha: expected a significance level between 0 and 1, got {args.alpha}"
         )
-    matching = StoredResults(old["results"]).match(new["results"])
+    matching = StoredResults(old.results).match(new.results)
     if matching.nothing_matched:
         raise ConfigError(_nothing_matched(args, matching))
-    differing = environments_differing(matching, old.get("environment"), new.get("environment"))
+    differing = environments_differing(matching, old.environment, new.environment)
     if differing:  # each matched pair's own environments (a baseline keeps one per entry)
         _say(
             "WARNING: the two runs come from different environments: "
@@ -107,7 +121,7 @@ def _compare(args: argparse.Namespace) -> int:
         if args.strict_environment:
             _say("error: --strict-environment is set", file=sys.stderr)
             return EXIT_BAD_INPUT
-    _say(render(new["results"], tablefmt=args.format))
+    _say(render(new_data["results"], tablefmt=args.format))
     _say("")
     verdicts = verdicts_for(matching, tolerances, args.alpha)
     _say(render_comparison(verdicts, tablefmt=args.format))
@@ -157,20 +171,18 @@ def _html(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .baselines import files as report
-
     _check_output(args.output, "--output", (args.report, "report file (REPORT)"))
-    data = report.load(args.report, "report file")
+    _, report = _read(args.report, "report file")
     fmt = EXPORT_BY_NAME[args.format]
-    text = fmt.document_text(data, f"report file {args.report}")
+    text = fmt.document_text(report, f"report file {args.report}")
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK
     _write(args.output, text)
-    results = len(data["results"])
+    results = len(report.results)
     _say(f"wrote {args.output} ({args.format}, {results} result{'s' * (results != 1)})")
     if args.verbose:
-        document = fmt.render(data)
+        document = fmt.render(report)
         for name in document if isinstance(document, dict) else (b["name"] for b in document):
             _say(f"  {name}")
     return EXIT_OK

@@ -1,7 +1,10 @@
 """The figure table: one row per figure a report carries, with what every reader of it needs
 (where it is read from, how tables and lines call it, its unit, direction and number format,
 whether the regression rule compares it and on which scale, its export measure and its JUnit
-XML property), and one way to read a number or a 95% interval out of report data.
+XML property), and one way to read a number or a 95% interval out of report data: from a
+typed object (:meth:`Figure.number`, :meth:`Figure.bounds`: a ``Result``, its
+``PhaseSummary``, a ``LoadPoint``, a ``ScheduleRow``) or from its dict form
+(:meth:`Figure.value`, :func:`interval`).
 
 Its readers ask it: the tolerances (:mod:`pytest_specdecode.tolerances`: which figures can be
 compared, on a log scale or not), the summary table's headers and cells, the JUnit XML
@@ -83,10 +86,28 @@ class Figure:
         return value if value is None or self.scale == 1 else finite(value * self.scale)
 
     def attribute(self, obj: Any) -> Any:
-        """Its value on its part's object (``Result``: ``result.baseline.tokens_per_second``)."""
+        """Its raw value on its part's typed object (a ``Result``:
+        ``result.baseline.tokens_per_second``; a ``PhaseSummary``, a ``LoadPoint``: its
+        summary's percentiles by the int ``50``; a ``ScheduleRow``); None where it is
+        missing."""
         for key in self.keys:
-            obj = getattr(obj, key)
+            if obj is None:
+                return None
+            if isinstance(obj, Mapping):
+                obj = obj.get(int(key)) if key.isdigit() and int(key) in obj else obj.get(key)
+            else:
+                obj = getattr(obj, key, None)
         return obj
+
+    def number(self, obj: Any) -> float | None:
+        """Its finite value on its part's typed object, in its :attr:`scale`; None when not
+        measured (None or ``nan`` there)."""
+        value = finite(self.attribute(obj))
+        return value if value is None or self.scale == 1 else finite(value * self.scale)
+
+    def bounds(self, obj: Any) -> tuple[float, float] | None:
+        """Its 95% interval on its part's typed object (both ends finite); None without one."""
+        return None if self.ci is None else pair(getattr(obj, self.ci, None))
 
 
 #: Every figure, by part; within a part in the order the exports and the tolerances list them.
@@ -205,10 +226,24 @@ def ends(
 ) -> tuple[float | None, float | None]:
     """The two ends of the 95% interval ``data[key]``, each read with ``read`` (None where it
     is not a number); (None, None) when ``data[key]`` is not a pair."""
-    ci = data.get(key)
+    return pair_ends(data.get(key), read)
+
+
+def pair_ends(
+    ci: Any, read: Callable[[Any], float | None] = finite
+) -> tuple[float | None, float | None]:
+    """The two ends of the 95% interval ``ci`` (a pair, e.g. a typed object's
+    ``speedup_ci``), each read with ``read``; (None, None) when ``ci`` is not a pair."""
     if not isinstance(ci, Sequence) or isinstance(ci, str) or len(ci) != 2:
         return None, None
     return read(ci[0]), read(ci[1])
+
+
+def pair(ci: Any, read: Callable[[Any], float | None] = finite) -> tuple[float, float] | None:
+    """The 95% interval ``ci`` (two numbers, each read with ``read``); None unless both ends
+    are numbers."""
+    low, high = pair_ends(ci, read)
+    return None if low is None or high is None else (low, high)
 
 
 def interval(
@@ -216,5 +251,4 @@ def interval(
 ) -> tuple[float, float] | None:
     """The 95% interval ``data[key]`` (two numbers, each read with ``read``); None unless
     both ends are numbers."""
-    low, high = ends(data, key, read)
-    return None if low is None or high is None else (low, high)
+    return pair(data.get(key), read)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +20,10 @@ from pytest_specdecode.baselines.compare import (
     parse_tolerances,
     too_few_rounds,
 )
+from pytest_specdecode.baselines.report import ReportEntry
 from pytest_specdecode.errors import ConfigError
+
+from .helpers import fake_result
 
 DEFAULT_TRIALS = 5
 BASELINE_TRIALS = 30  # the default rounds of a saving run
@@ -27,22 +31,37 @@ NEW_TRIALS = 20  # the most rounds of a compared run (the rule decides when to s
 NOISE = 0.05  # sd of a round's log speedup: about what 2 busy CPU cores give
 
 
+def entry(**figures: Any) -> ReportEntry:
+    """A report entry of a result with ``figures`` (the tokens per second of each side as
+    ``baseline_tps`` and ``speculative_tps``), the rest a fake result's."""
+    result = fake_result()
+    baseline = replace(result.baseline, tokens_per_second=figures.pop("baseline_tps", 100.0))
+    speculative = replace(
+        result.speculative, tokens_per_second=figures.pop("speculative_tps", 100.0)
+    )
+    figures = {"nodeid": "t.py::test_a", "samples": {}, **figures}
+    return ReportEntry(replace(result, baseline=baseline, speculative=speculative, **figures))
+
+
+def changed(e: ReportEntry, **figures: Any) -> ReportEntry:
+    """``e`` with some of its result's figures changed."""
+    return replace(e, result=replace(e.result, **figures))
+
+
 def synthetic(
     rng: random.Random, speedup: float, acceptance: float = 0.8, trials: int = DEFAULT_TRIALS
-) -> dict[str, Any]:
+) -> ReportEntry:
     ratios = [speedup * math.exp(rng.gauss(0, NOISE)) for _ in range(trials)]
     rates = [min(1.0, max(0.0, acceptance + rng.gauss(0, 0.02))) for _ in range(trials)]
-    return {
-        "nodeid": "t.py::test_a",
-        "speedup": math.exp(sum(math.log(r) for r in ratios) / trials),
-        "ratios": ratios,
-        "acceptance_rate": sum(rates) / trials,
-        "samples": {"acceptance_rate": rates},
-        "match_rate": 1.0,
-        "num_prompts": 8,
-        "baseline": {"tokens_per_second": 100.0},
-        "speculative": {"tokens_per_second": 100.0 * speedup},
-    }
+    return entry(
+        speedup=math.exp(sum(math.log(r) for r in ratios) / trials),
+        ratios=ratios,
+        acceptance_rate=sum(rates) / trials,
+        samples={"acceptance_rate": rates},
+        match_rate=1.0,
+        num_prompts=8,
+        speculative_tps=100.0 * speedup,
+    )
 
 
 SPEEDUP_5 = Tolerance("speedup", 0.05, relative=True)
@@ -79,11 +98,11 @@ def test_a_tolerance_just_below_100_percent_reads_back_as_given() -> None:
     assert parse_tolerances(str(tolerance)) == [tolerance]
 
 
-def stored(rng: random.Random, speedup: float = 2.0) -> dict[str, Any]:
+def stored(rng: random.Random, speedup: float = 2.0) -> ReportEntry:
     return synthetic(rng, speedup, trials=BASELINE_TRIALS)
 
 
-def compared(rng: random.Random, speedup: float) -> dict[str, Any]:
+def compared(rng: random.Random, speedup: float) -> ReportEntry:
     return synthetic(rng, speedup, trials=NEW_TRIALS)
 
 
@@ -139,18 +158,18 @@ def test_acceptance_drop_and_improvement() -> None:
 
 
 def test_deterministic_figures_compare_without_spread() -> None:
-    old = {"nodeid": "a", "acceptance_rate": 1.0, "samples": {"acceptance_rate": [1.0, 1.0]}}
-    new = {"nodeid": "a", "acceptance_rate": 0.5, "samples": {"acceptance_rate": [0.5, 0.5]}}
+    old = entry(nodeid="a", acceptance_rate=1.0, samples={"acceptance_rate": [1.0, 1.0]})
+    new = entry(nodeid="a", acceptance_rate=0.5, samples={"acceptance_rate": [0.5, 0.5]})
     assert compare_one(old, new, Tolerance("acceptance_rate", 0.1, False)).status == "regressed"
     assert compare_one(old, old, Tolerance("acceptance_rate", 0.1, False)).status == "unchanged"
 
 
 def test_match_rate_uses_prompt_counts() -> None:
-    old = {"nodeid": "a", "match_rate": 1.0, "num_prompts": 40}
-    new = {"nodeid": "a", "match_rate": 0.5, "num_prompts": 40}
+    old = entry(nodeid="a", match_rate=1.0, num_prompts=40)
+    new = entry(nodeid="a", match_rate=0.5, num_prompts=40)
     assert compare_one(old, new, Tolerance("match_rate", 0.1, False)).status == "regressed"
-    tiny_new = {"nodeid": "a", "match_rate": 0.5, "num_prompts": 2}
-    tiny_old = {"nodeid": "a", "match_rate": 1.0, "num_prompts": 2}
+    tiny_new = entry(nodeid="a", match_rate=0.5, num_prompts=2)
+    tiny_old = entry(nodeid="a", match_rate=1.0, num_prompts=2)
     assert compare_one(tiny_old, tiny_new, Tolerance("match_rate", 0.1, False)).status == (
         "unchanged"
     )
@@ -159,8 +178,8 @@ def test_match_rate_uses_prompt_counts() -> None:
 def test_new_and_missing_tests() -> None:
     rng = random.Random(5)
     a = synthetic(rng, 2.0)
-    b = {**synthetic(rng, 2.0), "nodeid": "t.py::test_b"}
-    c = {**synthetic(rng, 2.0), "nodeid": "t.py::test_c", "label": "batch 32"}
+    b = changed(synthetic(rng, 2.0), nodeid="t.py::test_b")
+    c = changed(synthetic(rng, 2.0), nodeid="t.py::test_c", label="batch 32")
     verdicts = compare_runs([a, b], [a, c], [Tolerance("acceptance_rate", 0.05, True)])
     assert [(v.key, v.status) for v in verdicts] == [
         ("t.py::test_a", "unchanged"),
@@ -172,11 +191,11 @@ def test_new_and_missing_tests() -> None:
 def test_comparison_entries_state_each_decision() -> None:
     rng = random.Random(6)
     a = synthetic(rng, 2.0, trials=BASELINE_TRIALS)
-    worse = {**synthetic(rng, 1.5, 0.5, trials=NEW_TRIALS), "label": "x"}
-    b = {**synthetic(rng, 2.0), "nodeid": "t.py::test_b"}
-    few = {**b, "ratios": b["ratios"][:1], "samples": {}}  # one round: nothing to test
+    worse = changed(synthetic(rng, 1.5, 0.5, trials=NEW_TRIALS), label="x")
+    b = changed(synthetic(rng, 2.0), nodeid="t.py::test_b")
+    few = changed(b, ratios=b.result.ratios[:1], samples={})  # one round: nothing to test
     verdicts = compare_runs(
-        [{**a, "label": "x"}, b], [worse, few], parse_tolerances(DEFAULT_TOLERANCES)
+        [changed(a, label="x"), b], [worse, few], parse_tolerances(DEFAULT_TOLERANCES)
     )
     entries = comparison_entries(verdicts)
     assert [(e["key"], e["figure"], e["decision"]) for e in entries] == [
@@ -186,18 +205,18 @@ def test_comparison_entries_state_each_decision() -> None:
         ("t.py::test_b", "acceptance_rate", "unchanged"),
     ]
     speedup = entries[0]
-    assert speedup["stored"] == pytest.approx(a["speedup"])
-    assert speedup["new"] == pytest.approx(worse["speedup"])
-    assert speedup["change"] == pytest.approx(worse["speedup"] / a["speedup"] - 1)
+    assert speedup["stored"] == pytest.approx(a.result.speedup)
+    assert speedup["new"] == pytest.approx(worse.result.speedup)
+    assert speedup["change"] == pytest.approx(worse.result.speedup / a.result.speedup - 1)
     assert speedup["tolerance"] == "5%" and 3 <= speedup["rounds"] <= NEW_TRIALS
     assert entries[1]["rounds"] is None and entries[1]["p_value"] < 0.01
     # a drop beyond the tolerance that no test can judge (no per-round samples)
-    drop = compare_runs([b], [{**b, "acceptance_rate": 0.5, "samples": {}}],
+    drop = compare_runs([b], [changed(b, acceptance_rate=0.5, samples={})],
                         [Tolerance("acceptance_rate", 0.05, relative=False)])  # fmt: skip
     assert drop[0].status == "unchanged" and drop[0].decision == "inconclusive"
     assert drop[0].to_dict()["tolerance"] == "0.05"
-    none = compare_runs(
-        [b], [{**b, "acceptance_rate": None}], [Tolerance("acceptance_rate", 0.05, True)]
+    none = compare_runs(  # not measured: nan on the result (null in its dict form)
+        [b], [changed(b, acceptance_rate=math.nan)], [Tolerance("acceptance_rate", 0.05, True)]
     )
     assert none[0].to_dict()["new"] is None and none[0].decision == "inconclusive"
     new_missing = comparison_entries(compare_runs([a], [b], [Tolerance("speedup", 0.05, True)]))

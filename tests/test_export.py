@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
@@ -13,6 +14,8 @@ import pytest
 
 from pytest_specdecode.__main__ import main as cli_main
 from pytest_specdecode.baselines.compare import result_key
+from pytest_specdecode.baselines.report import Report, ReportEntry
+from pytest_specdecode.measure.phases import PhaseSummary
 from pytest_specdecode.reporting.export import (
     benchmark_name,
     bmf,
@@ -21,6 +24,7 @@ from pytest_specdecode.reporting.export import (
 )
 
 from .fakes import FakeSource, use_fake
+from .helpers import fake_result
 
 #: Bencher Metric Format as bencher.dev documents it (reference/bencher-metric-format), with
 #: the measures this export writes named.
@@ -82,22 +86,32 @@ GAB_SCHEMA = {
 }
 
 
-def _result(nodeid: str, label: str = "", **figures: Any) -> dict[str, Any]:
-    return {
-        "nodeid": nodeid, "label": label, "speedup": 2.0, "speedup_ci": [1.8, 2.2],
-        "acceptance_rate": 0.75, "mean_acceptance_length": 3.5,
-        "baseline": {"tokens_per_second": 10.0}, "speculative": {"tokens_per_second": 20.0},
-        **figures,
+def _result(nodeid: str, label: str = "", **figures: Any) -> ReportEntry:
+    """A report entry with these figures (``phases`` as a dict), the rest a fake result's."""
+    result = fake_result()
+    phases = figures.pop("phases", None)
+    figures = {
+        "speedup": 2.0, "speedup_ci": (1.8, 2.2), "acceptance_rate": 0.75,
+        "mean_acceptance_length": 3.5, **figures,
     }  # fmt: skip
+    return ReportEntry(replace(
+        result, nodeid=nodeid, label=label,
+        baseline=replace(result.baseline, tokens_per_second=10.0),
+        speculative=replace(result.speculative, tokens_per_second=20.0),
+        phases=None if phases is None else PhaseSummary.from_dict(phases), **figures,
+    ))  # fmt: skip
 
 
-REPORT = {
-    "results": [
-        _result("t.py::test_a"),
-        _result("t.py::test_a", "batch 8", speedup_ci=[None, None], acceptance_rate=None),
-        _result("t.py::test_b", speedup=None, mean_acceptance_length=float("nan")),
-    ]
-}
+def _report(*results: ReportEntry, **products: Any) -> Report:
+    return Report(results=results, environment={}, **products)
+
+
+NAN = math.nan
+REPORT = _report(
+    _result("t.py::test_a"),
+    _result("t.py::test_a", "batch 8", speedup_ci=(NAN, NAN), acceptance_rate=NAN),
+    _result("t.py::test_b", speedup=NAN, mean_acceptance_length=NAN),
+)
 
 
 def test_bmf_has_every_measure_and_the_speedup_interval() -> None:
@@ -141,8 +155,8 @@ def test_github_action_benchmark_lists_each_speedup() -> None:
 
 
 def test_benchmark_names_are_the_result_keys() -> None:
-    for result in REPORT["results"]:
-        assert benchmark_name(result) == result_key(result)
+    for result in REPORT.results:
+        assert benchmark_name(result) == result_key(result) == benchmark_name(result.result)
 
 
 SUITE = """
@@ -243,12 +257,12 @@ def test_cli_export_bad_input_exits_2_naming_it(
 
 
 def test_bmf_has_a_benchmark_per_load_rate() -> None:
-    from .load_reports import CROSSING, PAYING, load_dict, load_result
+    from .load_reports import CROSSING, PAYING, load_result
 
-    report = {
-        "results": REPORT["results"][:1],
-        "loads": [load_dict(CROSSING, slo={"tpot_ms": 30}), load_dict(PAYING, label="n")],
-    }
+    report = _report(
+        REPORT.results[0],
+        loads=(load_result(CROSSING, slo={"tpot_ms": 30}), load_result(PAYING, label="n")),
+    )
     out = bmf(report)
     jsonschema.validate(out, BMF_SCHEMA)
     key = "suite/test_load.py::test_traffic"
@@ -272,11 +286,12 @@ def test_bmf_has_a_benchmark_per_load_rate() -> None:
 
 
 def test_a_load_rate_without_a_gain_is_left_out_of_github_action_benchmark() -> None:
-    from .load_reports import CROSSING, load_dict
+    from .load_reports import CROSSING, load_result
 
-    load = load_dict(CROSSING)
-    load["points"][0].update(tpot_speedup=None, tpot_speedup_ci=[None, None])
-    entries = github_action_benchmark({"loads": [load]})
+    crossing = load_result(CROSSING)
+    first = replace(crossing.points[0], tpot_speedup=NAN, tpot_speedup_ci=(NAN, NAN))
+    load = replace(crossing, points=(first, *crossing.points[1:]))
+    entries = github_action_benchmark(_report(loads=(load,)))
     jsonschema.validate(entries, GAB_SCHEMA)
     key = "suite/test_load.py::test_traffic"
     assert [e["name"] for e in entries] == [
@@ -285,7 +300,7 @@ def test_a_load_rate_without_a_gain_is_left_out_of_github_action_benchmark() -> 
     assert entries[0]["value"] == pytest.approx(1.5) and entries[0]["unit"] == "x"
     assert entries[0]["range"].startswith("95% CI 1.3")
     assert entries[0]["extra"] == "baseline p50 TPOT ms 30.0; speculative p50 TPOT ms 20.0"
-    assert bmf({"loads": [load]})[f"{key}@0.5req/s"] == {
+    assert bmf(_report(loads=(load,)))[f"{key}@0.5req/s"] == {
         "baseline-tpot-p50-ms": {"value": pytest.approx(24.0)},
         "speculative-tpot-p50-ms": {"value": pytest.approx(12.0, rel=1e-3)},
     }  # fmt: skip
@@ -309,9 +324,9 @@ def test_cli_exports_a_report_with_only_load_tests(
 
 
 def test_bmf_has_a_benchmark_per_concurrency_a_schedule_check_ran() -> None:
-    from .schedule_reports import NODEID, check_dict
+    from .schedule_reports import NODEID, check
 
-    out = bmf({"results": [], "schedule_checks": [check_dict(concurrencies=(1, 8, 32, 64))]})
+    out = bmf(_report(schedule_checks=(check(concurrencies=(1, 8, 32, 64)),)))
     jsonschema.validate(out, BMF_SCHEMA)
     assert list(out) == [f"{NODEID}@c=1", f"{NODEID}@c=8", f"{NODEID}@c=32"]
     assert out[f"{NODEID}@c=8"] == {
@@ -325,9 +340,9 @@ def test_bmf_has_a_benchmark_per_concurrency_a_schedule_check_ran() -> None:
 
 
 def test_github_action_benchmark_lists_each_scheduled_speedup_with_the_fixed_k() -> None:
-    from .schedule_reports import NODEID, check_dict
+    from .schedule_reports import NODEID, check
 
-    entries = github_action_benchmark({"schedule_checks": [check_dict()]})
+    entries = github_action_benchmark(_report(schedule_checks=(check(),)))
     jsonschema.validate(entries, GAB_SCHEMA)
     assert [e["name"] for e in entries] == [
         f"{NODEID}@c=1 scheduled-speedup", f"{NODEID}@c=8 scheduled-speedup"
@@ -342,17 +357,17 @@ def test_github_action_benchmark_lists_each_scheduled_speedup_with_the_fixed_k()
 # --- phase figures (results[i]["phases"]) ----------------------------------------------------
 
 
-def _with_phases() -> dict[str, Any]:
+def _with_phases() -> Report:
     from .phase_reports import phases
 
     losing = phases(break_even=4.1, break_even_ci=[3.9, 4.3], acceptance=3.3)
     losing["break_even_ci"] = None  # a single round: no interval
-    return {"results": [
+    return _report(
         _result("t.py::test_a", phases=phases()),
         _result("t.py::test_a", "batch 32", phases=losing),
         _result("t.py::test_b", phases=None),  # a served engine
         _result("t.py::test_c"),  # a report from before phase timing
-    ]}  # fmt: skip
+    )  # fmt: skip
 
 
 def test_bmf_has_the_phase_figures_with_the_break_even_interval() -> None:
@@ -399,14 +414,14 @@ def test_github_action_benchmark_smaller_lists_each_phase_figure() -> None:
 def test_cli_exports_the_phase_figures_or_says_there_are_none(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from .phase_reports import report, result
+    from .phase_reports import phases
 
     saved = pytester.path / "phases.json"
-    saved.write_text(json.dumps(report([result()])))
+    saved.write_text(json.dumps(_report(_result("t.py::test_a", phases=phases())).to_dict()))
     assert cli_main(["export", str(saved), "--format", "github-action-benchmark-smaller"]) == 0
     entries = _strict_json(capsys.readouterr().out)
     jsonschema.validate(entries, GAB_SCHEMA)
     assert [e["value"] for e in entries] == [2.1, 0.37, 1.21]
-    saved.write_text(json.dumps(report([result(phases=None)])))
+    saved.write_text(json.dumps(_report(_result("t.py::test_a")).to_dict()))
     assert cli_main(["export", str(saved), "--format", "github-action-benchmark-smaller"]) == 2
     assert "phases.json: holds no phase figures to export" in capsys.readouterr().err

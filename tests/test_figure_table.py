@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from pytest_specdecode import figure_table
+from pytest_specdecode.baselines.report import Report, ReportEntry
 from pytest_specdecode.errors import ConfigError
 from pytest_specdecode.figure_table import (
     FIGURE_TABLE,
@@ -25,8 +27,12 @@ from pytest_specdecode.figure_table import (
     interval,
     real,
 )
+from pytest_specdecode.measure.kschedule import ScheduleRow
+from pytest_specdecode.measure.phases import PhaseSummary
 from pytest_specdecode.reporting import export, table
 from pytest_specdecode.tolerances import FIGURES, parse_tolerances
+
+from .helpers import fake_result
 
 
 def _report() -> dict[str, Any]:
@@ -54,6 +60,36 @@ def _report() -> dict[str, Any]:
     }
 
 
+def _typed_report() -> Report:
+    """:func:`_report` as the typed report: the same figures on a fake result, load test and
+    schedule check."""
+    from .load_reports import PAYING, load_result
+    from .phase_reports import phases
+    from .schedule_reports import check
+
+    result = fake_result()
+    summary = replace(PhaseSummary.from_dict(phases()), verify_cost=1.2)
+    result = replace(
+        result, nodeid="t.py::test_a", speedup=1.8, speedup_ci=(1.7, 1.9), acceptance_rate=0.6,
+        mean_acceptance_length=3.4, match_rate=1.0, num_drafts=7,
+        baseline=replace(result.baseline, tokens_per_second=100.0),
+        speculative=replace(result.speculative, tokens_per_second=180.0), phases=summary,
+    )  # fmt: skip
+    load = load_result(PAYING, nodeid="t.py::test_load")
+    side = load.points[0].baseline
+    point = replace(
+        load.points[0], rate=2.0, tpot_speedup=1.4, tpot_speedup_ci=(1.2, 1.6),
+        baseline=replace(side, tpot={50: 0.02}, goodput=1.5),
+        speculative=replace(side, tpot={50: 0.015}, goodput=1.8),
+    )  # fmt: skip
+    row = ScheduleRow(4, 3, 2, 1.5, (1.4, 1.6), 1.45, (1.3, 1.6), True)
+    return Report(
+        results=(ReportEntry(result),), environment={},
+        loads=(replace(load, points=(point,)),),
+        schedule_checks=(replace(check(), nodeid="t.py::test_schedule", rows=(row,)),),
+    )  # fmt: skip
+
+
 def _properties(result: Any) -> dict[str, Any]:
     from pytest_specdecode.plugin.fixtures import SpecDecode
 
@@ -64,13 +100,14 @@ def _properties(result: Any) -> dict[str, Any]:
 
 
 def _result(**extra: Any) -> Any:
-    """A result object as ``_record_properties`` reads it, phase figures as a dict."""
-    data = _report()["results"][0]
+    """A result object as ``_record_properties`` reads it, with :func:`_typed_report`'s
+    phase figures."""
+    summary = _typed_report().results[0].result.phases
     return SimpleNamespace(
         label="", category="structured", method="draft_model", num_speculative_tokens=4,
         speedup=1.8, speedup_ci=(1.7, 1.9), acceptance_rate=0.6, mean_acceptance_length=3.4,
         match_rate=1.0, baseline=SimpleNamespace(tokens_per_second=100.0),
-        speculative=SimpleNamespace(tokens_per_second=180.0), phases=data["phases"], **extra,
+        speculative=SimpleNamespace(tokens_per_second=180.0), phases=summary, **extra,
     )  # fmt: skip
 
 
@@ -110,7 +147,7 @@ def test_every_comparable_figure_is_a_row_and_the_tolerances_ask_the_table() -> 
 
 
 def test_every_export_measure_is_a_row() -> None:
-    report = _report()
+    report = _typed_report()
     written = {m for benchmark in export.bmf(report).values() for m in benchmark}
     assert written == {f.measure for f in FIGURE_TABLE if f.measure}
     smaller = export.github_action_benchmark_smaller(report)
@@ -142,28 +179,28 @@ def test_summary_table_headers_of_figures_come_from_the_table() -> None:
 
 def test_a_new_row_shows_up_in_export_and_junit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding a figure is one row: the exports and the JUnit properties pick it up."""
-    before_bmf, before_props = export.bmf(_report()), _properties(_result(num_drafts=7))
+    before_bmf, before_props = export.bmf(_typed_report()), _properties(_result(num_drafts=7))
     assert "num-drafts" not in before_bmf["t.py::test_a"]
     assert "specdecode.num_drafts" not in before_props
     drafts = Figure("num_drafts", "result", "drafts", "drafts", True, ".0f",
                     measure="num-drafts", junit="num_drafts", digits=0)  # fmt: skip
     spill = Figure("spill_ms", "phases", "spill ms", "ms", False, ".2f", measure="spill-ms",
-                   junit="spill_ms")  # fmt: skip
+                   path=("speculative", "decode", "other_ms"), junit="spill_ms")  # fmt: skip
     monkeypatch.setattr(figure_table, "FIGURE_TABLE", (*FIGURE_TABLE, drafts, spill))
 
-    report = _report()
+    report = _typed_report()
     measures = export.bmf(report)["t.py::test_a"]
     assert measures["num-drafts"] == {"value": 7.0}
-    assert measures["spill-ms"] == {"value": 0.5}
+    assert measures["spill-ms"] == {"value": 0.1}
     extra = export.github_action_benchmark(report)[0]["extra"]
     assert "speculative tok/s 180.0; drafts 7; break-even length 2.10" in extra
-    assert extra.endswith("; spill ms 0.50")
+    assert extra.endswith("; spill ms 0.10")
     smaller = export.github_action_benchmark_smaller(report)
-    assert {"name": "t.py::test_a spill-ms", "unit": "ms", "value": 0.5} in smaller
+    assert {"name": "t.py::test_a spill-ms", "unit": "ms", "value": 0.1} in smaller
 
     props = _properties(_result(num_drafts=7))
     assert props["specdecode.num_drafts"] == 7
-    assert props["specdecode.spill_ms"] == 0.5
+    assert props["specdecode.spill_ms"] == 0.1
     assert {k: v for k, v in props.items() if "num_drafts" not in k and "spill" not in k} == (
         before_props
     )
@@ -173,8 +210,8 @@ def test_a_row_without_a_measure_or_property_stays_out(monkeypatch: pytest.Monke
     shown = [dataclasses.replace(f, measure=None, junit=None) if f.name == "acceptance_rate"
              else f for f in FIGURE_TABLE]  # fmt: skip
     monkeypatch.setattr(figure_table, "FIGURE_TABLE", tuple(shown))
-    assert "acceptance-rate" not in export.bmf(_report())["t.py::test_a"]
-    assert "acceptance rate" not in export.github_action_benchmark(_report())[0]["extra"]
+    assert "acceptance-rate" not in export.bmf(_typed_report())["t.py::test_a"]
+    assert "acceptance rate" not in export.github_action_benchmark(_typed_report())[0]["extra"]
     assert "specdecode.acceptance_rate" not in _properties(_result())
 
 
@@ -205,3 +242,13 @@ def test_a_figure_is_read_where_its_row_says() -> None:
     assert tpot.value({"baseline": None}) is None
     assert figure("speculative_tokens_per_second").read(_report()["results"][0]) == 180.0
     assert figure("speculative_tokens_per_second").attribute(_result()) == 180.0
+    # on the typed objects: attributes, a percentile by its int, nan as not measured
+    typed = _typed_report()
+    typed_point = typed.loads[0].points[0]
+    assert tpot.attribute(typed_point) == 0.02 and tpot.number(typed_point) == pytest.approx(20.0)
+    assert figure("tpot_speedup", "load").bounds(typed_point) == (1.2, 1.6)
+    result = typed.results[0].result
+    assert figure("break_even_length", "phases").bounds(result.phases) == (1.9, 2.3)
+    assert figure("speedup").number(replace(result, speedup=math.nan)) is None
+    assert figure("speedup").bounds(replace(result, speedup_ci=(1.0, math.nan))) is None
+    assert figure("fixed_speedup", "schedule").number(typed.schedule_checks[0].rows[0]) == 1.45

@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import ConfigError
 from ..figure_table import figure as figure_row
 from ..figure_table import finite
+from ..measure.result import Result
 from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
 from ..settings import MIN_BASELINE_ROUNDS
@@ -31,6 +32,7 @@ __all__ = [
     "ALPHA",
     "DEFAULT_TOLERANCES",
     "FIGURES",
+    "Entry",
     "Matching",
     "ResultKey",
     "StoredResults",
@@ -55,6 +57,29 @@ __all__ = [
 ALPHA = 0.01
 
 
+class Entry(Protocol):
+    """What a comparison reads of a report entry (a :class:`~.report.ReportEntry`, which
+    imports this module for :class:`Verdict`): its result, and for a stored one its own
+    environment (None: its file's) and saving sessions (None: not saved)."""
+
+    @property
+    def result(self) -> Result: ...
+
+    @property
+    def environment(self) -> dict[str, Any] | None: ...
+
+    @property
+    def sessions(self) -> tuple[Session, ...] | None: ...
+
+    @property
+    def key(self) -> tuple[str, str]: ...
+
+
+#: What is matched across runs: a report's entries (:class:`~.report.ReportEntry`), or a
+#: file's entries as data where files are merged (:mod:`~.files`).
+E = TypeVar("E", Entry, Mapping[str, Any])
+
+
 @dataclass(frozen=True)
 class ResultKey:
     """How results are matched across runs: the test's node id and the label of its extra runs.
@@ -68,8 +93,11 @@ class ResultKey:
     label: str = ""
 
     @classmethod
-    def of(cls, result: Mapping[str, Any]) -> ResultKey:
-        return cls(str(result["nodeid"]), str(result.get("label") or ""))
+    def of(cls, result: Entry | Result | Mapping[str, Any]) -> ResultKey:
+        """The key of a report entry, a result, or an entry as data."""
+        if isinstance(result, Mapping):
+            return cls(str(result["nodeid"]), str(result.get("label") or ""))
+        return cls(*result.key)
 
     def __str__(self) -> str:
         return f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
@@ -94,18 +122,18 @@ class ResultKey:
         return bool(short) and long[len(long) - len(short) :] == short
 
 
-def result_key(result: Mapping[str, Any]) -> str:
+def result_key(result: Entry | Result | Mapping[str, Any]) -> str:
     """A result's key as text: ``nodeid`` or ``nodeid[label]``."""
     return str(ResultKey.of(result))
 
 
 @dataclass(frozen=True)
-class Matching:
+class Matching(Generic[E]):
     """Each new result paired with its stored counterpart (None: new), and the stored results
     that no new result matched (missing)."""
 
-    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]
-    missing: list[Mapping[str, Any]] = field(default_factory=list)
+    pairs: list[tuple[E, E | None]]
+    missing: list[E] = field(default_factory=list)
 
     @property
     def nothing_matched(self) -> bool:
@@ -114,39 +142,39 @@ class Matching:
         return bool(self.pairs) and bool(self.missing) and all(s is None for _, s in self.pairs)
 
 
-class StoredResults:
-    """A baseline's results, looked up by :class:`ResultKey` (exactly, else by
-    :meth:`ResultKey.same_test` when exactly one stored result fits)."""
+class StoredResults(Generic[E]):
+    """A baseline's results (its :class:`~.report.ReportEntry` objects), looked up by
+    :class:`ResultKey` (exactly, else by :meth:`ResultKey.same_test` when exactly one stored
+    result fits)."""
 
-    def __init__(self, results: Iterable[Mapping[str, Any]]) -> None:
-        self.results = list(results)
-        self._exact = {ResultKey.of(r): r for r in self.results}
+    def __init__(self, results: Iterable[E]) -> None:
+        self.results: list[E] = list(results)
+        self._exact: dict[ResultKey, E] = {ResultKey.of(r): r for r in self.results}
 
-    def find(self, key: ResultKey) -> Mapping[str, Any] | None:
+    def find(self, key: ResultKey) -> E | None:
         exact = self._exact.get(key)
         if exact is not None:
             return exact
         fits = [r for k, r in self._exact.items() if k.same_test(key)]
         return fits[0] if len(fits) == 1 else None
 
-    def match(self, new: Sequence[Mapping[str, Any]]) -> Matching:
+    def match(self, new: Sequence[E]) -> Matching[E]:
         pairs = [(r, self.find(ResultKey.of(r))) for r in new]
         used = {id(s) for _, s in pairs if s is not None}
         return Matching(pairs, [r for r in self.results if id(r) not in used])
 
 
-def value_of(result: Mapping[str, Any], figure: str) -> float | None:
-    """A result's ``figure``, read where its row in the figure table says."""
-    value = figure_row(figure).read(result)
-    return None if value is None else float(value)
+def value_of(result: Result, figure: str) -> float | None:
+    """A result's ``figure``, read where its row in the figure table says (None: not
+    measured)."""
+    return figure_row(figure).number(result)
 
 
-def samples_of(result: Mapping[str, Any], figure: str) -> list[float]:
+def samples_of(result: Result, figure: str) -> list[float]:
     """Per-round values of ``figure`` (empty when the result holds none)."""
-    samples = result.get("samples") or {}
     if figure == "speedup":
-        return [float(r) for r in result.get("ratios") or []]
-    return [float(v) for v in samples.get(figure) or []]
+        return [float(r) for r in result.ratios or []]
+    return [float(v) for v in (result.samples or {}).get(figure) or []]
 
 
 @dataclass
@@ -246,13 +274,13 @@ def _optional(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _p_lower(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:
+def _p_lower(new: Result, old: Result, figure: str) -> float | None:
     """p-value of "new is below old" for ``figure``; None when the data cannot tell."""
     if figure == "match_rate":
-        n_new, n_old = int(new.get("num_prompts") or 0), int(old.get("num_prompts") or 0)
+        n_new, n_old = int(new.num_prompts or 0), int(old.num_prompts or 0)
         return proportion_less(
-            round(float(new["match_rate"]) * n_new), n_new,
-            round(float(old["match_rate"]) * n_old), n_old,
+            round(float(new.match_rate) * n_new), n_new,
+            round(float(old.match_rate) * n_old), n_old,
         )  # fmt: skip
     a, b = samples_of(new, figure), samples_of(old, figure)
     if len(a) < 2 or len(b) < 2:
@@ -264,50 +292,49 @@ def _p_lower(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> flo
     return welch_less(a, b)
 
 
-def _p_higher(new: Mapping[str, Any], old: Mapping[str, Any], figure: str) -> float | None:
+def _p_higher(new: Result, old: Result, figure: str) -> float | None:
     return _p_lower(old, new, figure)
 
 
-def compare_one(
-    old: Mapping[str, Any], new: Mapping[str, Any], tolerance: Tolerance, alpha: float = ALPHA
-) -> Verdict:
-    """Apply the two-gate rule to one figure of one test."""
+def compare_one(old: Entry, new: Entry, tolerance: Tolerance, alpha: float = ALPHA) -> Verdict:
+    """Apply the two-gate rule to one figure of one test: ``old`` the stored entry (its
+    saving sessions serve the speedup's rule), ``new`` this run's."""
     figure = tolerance.figure
     verdict = Verdict(
-        result_key(new), figure, "unchanged", tolerance=str(tolerance), nodeid=str(new["nodeid"])
+        result_key(new), figure, "unchanged", tolerance=str(tolerance), nodeid=new.result.nodeid
     )
-    verdict.old, verdict.new = value_of(old, figure), value_of(new, figure)
+    verdict.old, verdict.new = value_of(old.result, figure), value_of(new.result, figure)
     if verdict.old is None or verdict.new is None:
         return verdict
     if figure == "speedup":
         return _speedup_verdict(old, new, tolerance, verdict)
     if verdict.new < tolerance.floor(verdict.old):
-        verdict.p_value = _p_lower(new, old, figure)
+        verdict.p_value = _p_lower(new.result, old.result, figure)
         if verdict.p_value is not None and verdict.p_value < alpha:
             verdict.status = "regressed"
     elif verdict.new > tolerance.ceiling(verdict.old):
-        verdict.p_value = _p_higher(new, old, figure)
+        verdict.p_value = _p_higher(new.result, old.result, figure)
         if verdict.p_value is not None and verdict.p_value < alpha:
             verdict.status = "improved"
     return verdict
 
 
-def reference_of(stored: Mapping[str, Any]) -> Reference:
+def reference_of(stored: Entry) -> Reference:
     """What the sequential rule needs of a stored result: its rounds and saving sessions."""
-    sessions = [Session.from_dict(s) for s in stored.get("sessions") or []]
-    return Reference.of([float(r) for r in stored["ratios"]], sessions)
+    sessions: list[Session] = list(stored.sessions or ())
+    return Reference.of([float(r) for r in stored.result.ratios], sessions)
 
 
-def speedup_tolerance(tolerance: Tolerance, stored: Mapping[str, Any]) -> float:
+def speedup_tolerance(tolerance: Tolerance, stored: Entry) -> float:
     """The speedup tolerance as a relative drop (an absolute amount is taken relative to the
     stored speedup)."""
     if tolerance.relative:
         return tolerance.amount
-    return tolerance.amount / max(float(stored["speedup"]), 1e-9)
+    return tolerance.amount / max(float(stored.result.speedup), 1e-9)
 
 
 def check_speedup_amount(
-    tolerances: Sequence[Tolerance], stored: Iterable[Mapping[str, Any]], source: str
+    tolerances: Sequence[Tolerance], stored: Iterable[Entry], source: str
 ) -> None:
     """Refuse an absolute speedup tolerance (``speedup:0.5``) at least as large as a stored
     speedup: the drop it allows would take that speedup to zero or below, which the
@@ -317,9 +344,9 @@ def check_speedup_amount(
         return
     tolerance = max(amounts, key=lambda t: t.amount)
     too_small = [
-        f"{result_key(r)} ({float(r['speedup']):g}x)"
+        f"{result_key(r)} ({speedup:g}x)"
         for r in stored
-        if r.get("speedup") is not None and float(r["speedup"]) <= tolerance.amount
+        if (speedup := finite(r.result.speedup)) is not None and speedup <= tolerance.amount
     ]
     if too_small:
         more = f" and {len(too_small) - 3} more" if len(too_small) > 3 else ""
@@ -331,20 +358,18 @@ def check_speedup_amount(
         )
 
 
-def too_few_rounds(results: Iterable[Mapping[str, Any]]) -> list[str]:
+def too_few_rounds(results: Iterable[Entry]) -> list[str]:
     """Keys of stored results with fewer rounds than the regression rule needs."""
     return [
-        f"{result_key(r)} ({len(r.get('ratios') or [])} rounds)"
+        f"{result_key(r)} ({len(r.result.ratios or [])} rounds)"
         for r in results
-        if len(r.get("ratios") or []) < MIN_BASELINE_ROUNDS
+        if len(r.result.ratios or []) < MIN_BASELINE_ROUNDS
     ]
 
 
-def _speedup_verdict(
-    old: Mapping[str, Any], new: Mapping[str, Any], tolerance: Tolerance, verdict: Verdict
-) -> Verdict:
-    ratios = new.get("ratios") or []
-    if len(ratios) < 2 or len(old.get("ratios") or []) < 2:
+def _speedup_verdict(old: Entry, new: Entry, tolerance: Tolerance, verdict: Verdict) -> Verdict:
+    ratios = new.result.ratios or []
+    if len(ratios) < 2 or len(old.result.ratios or []) < 2:
         return verdict
     decision = decide(reference_of(old), ratios, speedup_tolerance(tolerance, old))
     if decision.status in ("regressed", "improved"):
@@ -355,8 +380,8 @@ def _speedup_verdict(
 
 
 def compare_runs(
-    old: Iterable[Mapping[str, Any]],
-    new: Iterable[Mapping[str, Any]],
+    old: Iterable[Entry],
+    new: Iterable[Entry],
     tolerances: list[Tolerance],
     alpha: float = ALPHA,
 ) -> list[Verdict]:
@@ -365,14 +390,14 @@ def compare_runs(
 
 
 def verdicts_for(
-    matching: Matching, tolerances: list[Tolerance], alpha: float = ALPHA
+    matching: Matching[Entry], tolerances: list[Tolerance], alpha: float = ALPHA
 ) -> list[Verdict]:
     """The verdicts of a :class:`Matching`: every figure of each matched result, one "new"
     per unmatched result, one "missing" per stored result nothing matched."""
     verdicts = []
     for result, stored in matching.pairs:
         if stored is None:
-            verdicts.append(Verdict(result_key(result), "", "new", nodeid=str(result["nodeid"])))
+            verdicts.append(Verdict(result_key(result), "", "new", nodeid=result.result.nodeid))
             continue
         verdicts.extend(compare_one(stored, result, t, alpha) for t in tolerances)
     verdicts.extend(Verdict(result_key(r), "", "missing") for r in matching.missing)
@@ -406,17 +431,18 @@ def environment_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> l
 
 
 def own_environment(
-    result: Mapping[str, Any], file_environment: Mapping[str, Any] | None
+    result: Entry | Mapping[str, Any], file_environment: Mapping[str, Any] | None
 ) -> Mapping[str, Any]:
-    """The environment ``result`` was measured in: its own ``environment`` (each result of a
-    saved run or baseline carries one), else its file's top-level one (a report, or a file
-    written before results carried their own)."""
-    own = result.get("environment")
+    """The environment ``result`` (a report entry, or one as data) was measured in: its own
+    (:attr:`~.report.ReportEntry.environment`: each result of a saved run or baseline carries
+    one), else its file's top-level one (a report, or a file written before results carried
+    their own)."""
+    own = result.get("environment") if isinstance(result, Mapping) else result.environment
     return own if isinstance(own, Mapping) else (file_environment or {})
 
 
 def environments_differing(
-    matching: Matching,
+    matching: Matching[Entry],
     stored_environment: Mapping[str, Any] | None,
     new_environment: Mapping[str, Any] | None,
 ) -> dict[str, list[str]]:

@@ -7,92 +7,95 @@ comparison matches results), its phase figures (break-even length with its inter
 share, verification cost: lower is better) with it where it has them; each arrival rate of a
 load test is one more, named ``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite
 rate); each concurrency of a schedule check is one more, named ``<nodeid>@c=<concurrency>``.
-A figure that was not measured (null in the report) is left out; every number written is
-finite. Which figures, their measure names, units, direction, ``extra``-line text and format
-and their 95% intervals come from the figure table
-(:data:`~pytest_specdecode.figure_table.FIGURE_TABLE`).
+A figure that was not measured (null in the report, ``nan`` or None on the typed object) is
+left out; every number written is finite. Each renderer takes the typed report
+(:class:`~pytest_specdecode.baselines.report.Report`). Which figures, their measure names,
+units, direction, ``extra``-line text and format and their 95% intervals come from the figure
+table (:data:`~pytest_specdecode.figure_table.FIGURE_TABLE`), which reads them off the typed
+objects.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
+import math
 from typing import Any
 
-from ..figure_table import exported, figure, finite, headline, interval
+from ..baselines.report import Report, ReportEntry
+from ..figure_table import exported, figure, finite, headline
+from ..measure.kschedule import ScheduleCheck, ScheduleRow
+from ..measure.load import LoadPoint, LoadResult
+from ..measure.result import Result
 
 
-def _phases(result: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A result's phase figures; {} without them (a served engine, an older report)."""
-    value = result.get("phases")
-    return value if isinstance(value, Mapping) else {}
+def _key(nodeid: str, label: str) -> str:
+    return f"{nodeid}[{label}]" if label else nodeid
 
 
-def benchmark_name(result: Mapping[str, Any]) -> str:
+def benchmark_name(result: ReportEntry | Result) -> str:
     """A result's key: ``nodeid``, or ``nodeid[label]`` for a labelled run."""
-    label = result.get("label")
-    return f"{result['nodeid']}[{label}]" if label else str(result["nodeid"])
+    return _key(*result.key)
 
 
-def load_benchmark_name(load: Mapping[str, Any], point: Mapping[str, Any]) -> str:
+def load_benchmark_name(load: LoadResult, point: LoadPoint) -> str:
     """One arrival rate of a load test: ``<key>@<rate>req/s``, ``<key>@all-at-once``."""
-    rate = point["rate"]
-    at = "all-at-once" if rate == "inf" else f"{float(rate):g}req/s"
-    return f"{benchmark_name(load)}@{at}"
+    at = "all-at-once" if math.isinf(point.rate) else f"{float(point.rate):g}req/s"
+    return f"{_key(load.nodeid, load.label)}@{at}"
 
 
-def _load_points(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(benchmark name, point dict) of every arrival rate of every load test."""
+def _load_points(report: Report) -> list[tuple[str, LoadPoint]]:
+    """(benchmark name, point) of every arrival rate of every load test."""
     return [
-        (load_benchmark_name(load, point), point)
-        for load in report.get("loads") or []
-        for point in load.get("points") or []
+        (load_benchmark_name(load, point), point) for load in report.loads for point in load.points
     ]
 
 
-def _measures(figures: Mapping[str, Any], part: str) -> dict[str, dict[str, float]]:
+def _measures(figures: Any, part: str) -> dict[str, dict[str, float]]:
     """The finite exported figures of one result (``part`` ``result``), its phase figures
     (``phases``), load point (``load``) or schedule-check row (``schedule``), by measure
-    name; a figure with an interval also gets it as lower and upper values."""
+    name; a figure with an interval also gets it as lower and upper values. ``figures`` is
+    the typed object of that part (None: none, e.g. a result without phase figures)."""
     out: dict[str, dict[str, float]] = {}
+    if figures is None:
+        return out
     for row in exported(part):
-        value = row.value(figures)
+        value = row.number(figures)
         if value is None or row.measure is None:
             continue
         out[row.measure] = {"value": value}
-        ci = interval(figures, row.ci) if row.ci else None
+        ci = row.bounds(figures)
         if ci is not None:
             out[row.measure].update(lower_value=ci[0], upper_value=ci[1])
     return out
 
 
-def schedule_benchmark_name(check: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+def schedule_benchmark_name(check: ScheduleCheck, row: ScheduleRow) -> str:
     """One concurrency of a schedule check: ``<nodeid>@c=<concurrency>``."""
-    return f"{check['nodeid']}@c={row['concurrency']}"
+    return f"{check.nodeid}@c={row.concurrency}"
 
 
-def _schedule_rows(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(benchmark name, row dict) of every concurrency of every schedule check."""
+def _schedule_rows(report: Report) -> list[tuple[str, ScheduleRow]]:
+    """(benchmark name, row) of every concurrency of every schedule check."""
     return [
         (schedule_benchmark_name(check, row), row)
-        for check in report.get("schedule_checks") or []
-        for row in check.get("rows") or []
+        for check in report.schedule_checks
+        for row in check.rows
     ]
 
 
-def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+def bmf(report: Report) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value",
     "upper_value"}}}``; the speedup, the break-even length, the TPOT gain and a schedule
     check's two speedups have bounds (their 95% intervals). The phase figures and the TPOT
     milliseconds are lower-is-better (set a Bencher threshold's upper boundary on them), the
     others higher-is-better."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for result in report.get("results") or []:
-        measures = _measures(result, "result")
-        measures.update(_measures(_phases(result), "phases"))
+    for entry in report.results:
+        measures = _measures(entry.result, "result")
+        measures.update(_measures(entry.result.phases, "phases"))
         if measures:
-            out[benchmark_name(result)] = measures
+            out[benchmark_name(entry)] = measures
     for name, point in _load_points(report):
         measures = _measures(point, "load")
         if measures:
@@ -105,38 +108,40 @@ def bmf(report: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
-def _extra(figures: Mapping[str, Any], part: str) -> list[str]:
-    """The ``extra`` line's parts for one part of a report: each exported figure but the
-    headline one, as ``<text> <value>`` in its format (with its 95% interval where it has
-    one)."""
-    extra = []
+def _extra(figures: Any, part: str) -> list[str]:
+    """The ``extra`` line's parts for one part of a report (its typed object; None: none):
+    each exported figure but the headline one, as ``<text> <value>`` in its format (with its
+    95% interval where it has one)."""
+    extra: list[str] = []
+    if figures is None:
+        return extra
     for row in exported(part):
-        number = row.value(figures)
+        number = row.number(figures)
         if row.headline or number is None:
             continue
-        ci = interval(figures, row.ci) if row.ci else None
+        ci = row.bounds(figures)
         bounds = f" (95% CI {ci[0]:{row.fmt}}-{ci[1]:{row.fmt}})" if ci is not None else ""
         extra.append(f"{row.text} {number:{row.fmt}}{bounds}")
     return extra
 
 
-def _entry(name: str, figures: Mapping[str, Any], part: str) -> dict[str, Any] | None:
+def _entry(name: str, figures: Any, part: str) -> dict[str, Any] | None:
     """github-action-benchmark's entry of one result, load point or schedule-check row: its
     headline figure, ``<name> <measure>``, with its 95% interval as the range; None when
     that figure was not measured."""
     row = headline(part)
-    value = row.value(figures)
+    value = row.number(figures)
     if value is None:
         return None
     entry: dict[str, Any] = {"name": f"{name} {row.measure}", "unit": row.unit, "value": value}
-    ci = interval(figures, row.ci) if row.ci else None
+    ci = row.bounds(figures)
     if ci is not None:
         entry["range"] = f"95% CI {ci[0]:.3f}-{ci[1]:.3f}"
     entry["extra"] = ""
     return entry
 
 
-def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def github_action_benchmark(report: Report) -> list[dict[str, Any]]:
     """github-action-benchmark's ``customBiggerIsBetter`` input: one entry per result with a
     speedup, ``[{"name": "<key> speedup", "unit": "x", "value", "range", "extra"}]``; the
     range is the 95% interval, the extra line the acceptance and tokens/s of both sides, then
@@ -148,10 +153,11 @@ def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     ``<nodeid>@c=<concurrency> scheduled-speedup``, its extra line the scheduled k and the
     best fixed k's speedup."""
     entries = []
-    for result in report.get("results") or []:
-        entry = _entry(benchmark_name(result), result, "result")
+    for e in report.results:
+        result = e.result
+        entry = _entry(benchmark_name(e), result, "result")
         if entry is not None:
-            entry["extra"] = "; ".join(_extra(result, "result") + _extra(_phases(result), "phases"))
+            entry["extra"] = "; ".join(_extra(result, "result") + _extra(result.phases, "phases"))
             entries.append(entry)
     for name, point in _load_points(report):
         entry = _entry(name, point, "load")
@@ -162,42 +168,44 @@ def github_action_benchmark(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     for name, row in _schedule_rows(report):
         entry = _entry(name, row, "schedule")
         if entry is not None:
-            value, ci = fixed.value(row), interval(row, fixed.ci) if fixed.ci else None
-            extra = [f"scheduled k={row.get('scheduled_k')}"]
+            value, ci = fixed.number(row), fixed.bounds(row)
+            extra = [f"scheduled k={row.scheduled_k}"]
             if value is not None:
                 bounds = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci is not None else ""
-                extra.append(f"best fixed k={row.get('fixed_k')} {value:.3f}x{bounds}")
+                extra.append(f"best fixed k={row.fixed_k} {value:.3f}x{bounds}")
             entry["extra"] = "; ".join(extra)
             entries.append(entry)
     return entries
 
 
-def github_action_benchmark_smaller(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def github_action_benchmark_smaller(report: Report) -> list[dict[str, Any]]:
     """github-action-benchmark's ``customSmallerIsBetter`` input: the phase figures, lower
     is better, one entry per result and figure, ``<key> break-even-length`` (its range the
     95% interval, its extra line the measured acceptance length it is set against),
     ``<key> draft-share`` and ``<key> verify-cost``. A result without phase figures (a served
     engine, an older report) has none."""
     entries = []
-    for result in report.get("results") or []:
-        figures = _phases(result)
+    for e in report.results:
+        figures = e.result.phases
+        if figures is None:
+            continue
         for row in exported("phases"):
-            value = row.value(figures)
+            value = row.number(figures)
             if value is None or row.higher_is_better:
                 continue
-            entry = {"name": f"{benchmark_name(result)} {row.measure}",
+            entry = {"name": f"{benchmark_name(e)} {row.measure}",
                      "unit": row.unit, "value": value}  # fmt: skip
-            ci = interval(figures, row.ci) if row.ci else None
+            ci = row.bounds(figures)
             if ci is not None:
                 entry["range"] = f"95% CI {ci[0]:.3f}-{ci[1]:.3f}"
-            measured = finite(figures.get("acceptance_length"))
+            measured = finite(figures.acceptance_length)
             if row.name == "break_even_length" and measured is not None:
                 entry["extra"] = f"measured acceptance length {measured:.2f}"
             entries.append(entry)
     return entries
 
 
-def csv_text(report: Mapping[str, Any]) -> str:
+def csv_text(report: Report) -> str:
     """The :func:`bmf` figures as CSV, one line per benchmark and measure: ``benchmark``,
     ``measure``, ``value`` and the ends of its 95% interval (``lower_value``,
     ``upper_value``; empty without one), for a spreadsheet or pandas."""

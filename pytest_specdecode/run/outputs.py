@@ -13,6 +13,7 @@ from typing import Any
 
 from ..baselines import files
 from ..baselines.outputs import check_writable, same_file
+from ..baselines.report import Report
 from ..errors import ConfigError
 from ..reporting import export
 from ..reporting.checklist import checklists
@@ -26,23 +27,27 @@ def json_text(document: Any) -> str:
 
 @dataclass(frozen=True)
 class ExportFormat:
-    """A format for history trackers: ``render`` turns a report into its document, ``text``
-    the document into the file's text; ``empty`` is why an empty document is refused (None:
-    an empty one is written)."""
+    """A format for history trackers: ``render`` turns a report (the typed
+    :class:`~pytest_specdecode.baselines.report.Report`) into its document, ``text`` the
+    document into the file's text; ``empty`` is why an empty document is refused (None: an
+    empty one is written)."""
 
     name: str
     help: str
-    render: Callable[[Mapping[str, Any]], Any]
+    render: Callable[[Report], Any]
     text: Callable[[Any], str] = json_text
     empty: str | None = None
 
-    def write(self, path: str, report: Mapping[str, Any]) -> None:
+    def write(self, path: str, report: Report | Mapping[str, Any]) -> None:
         files.atomic_write_text(path, self.document_text(report, "this run"))
 
-    def document_text(self, report: Mapping[str, Any], where: str) -> str:
-        """The file's text for ``report``; a :class:`ConfigError` naming ``where`` when the
-        report holds nothing this format takes."""
-        if not report.get("results") and not report.get("loads"):
+    def document_text(self, report: Report | Mapping[str, Any], where: str) -> str:
+        """The file's text for ``report`` (a report's data is read into a :class:`Report`
+        first, checked, its problems naming ``where``); a :class:`ConfigError` naming
+        ``where`` when the report holds nothing this format takes."""
+        if not isinstance(report, Report):
+            report = Report.from_dict(report, where)
+        if not report.results and not report.loads:
             raise ConfigError(f"{where}: holds no results to export")
         document = self.render(report)
         if self.empty is not None and not document:
