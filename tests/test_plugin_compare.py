@@ -386,8 +386,9 @@ def test_saving_into_the_same_file_measures_the_variance_between_sessions(
     assert len(sessions) == 3 and [s["rounds"] for s in sessions] == [30, 30, 30]
     assert [round(s["mean_log_ratio"], 1) for s in sessions] == [0.7, 0.8, 0.6]
     from pytest_specdecode.baselines.compare import reference_of
+    from pytest_specdecode.baselines.report import ReportEntry
 
-    reference = reference_of(saved[0])
+    reference = reference_of(ReportEntry.from_dict(saved[0]))
     assert reference.sessions == 3 and reference.session_var > 0.005
     # a wandering machine: an 11% drop is within what sessions differ by, so it passes
     fake.speedup = 1.6

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..baselines import files as report_files
 from ..baselines.compare import (
+    Entry,
     Matching,
     ResultKey,
     StoredResults,
@@ -167,13 +168,15 @@ class RunRecord:
         else:
             self.baseline = report_files.load(path, "baseline file")
         assert self.baseline is not None  # (it exists)
-        self._stored = StoredResults(self.baseline["results"])
+        stored = Report.from_dict(self.baseline, f"baseline file {path}")
+        self._baseline_environment = stored.environment
+        self._stored = StoredResults(stored.results)
         check_speedup_amount(
             self.tolerances,
-            self.baseline["results"],
+            stored.results,
             f"{self.settings.source('compare_fail')} (against the baseline {path})",
         )
-        few = too_few_rounds(self.baseline["results"])
+        few = too_few_rounds(stored.results)
         if few and self.speedup_tolerance is not None and not update:
             raise ConfigError(
                 f"{BY_NAME['compare'].option} {path}: the regression rule needs at least "
@@ -208,7 +211,7 @@ class RunRecord:
         if self.baseline is None or tolerance is None or self.saving:
             return None
         stored = self._stored.find(ResultKey(nodeid, label or ""))
-        if stored is None or len(stored.get("ratios") or []) < MIN_BASELINE_ROUNDS:
+        if stored is None or len(stored.result.ratios or []) < MIN_BASELINE_ROUNDS:
             return None
         return reference_of(stored), speedup_tolerance(tolerance, stored)
 
@@ -417,7 +420,7 @@ class RunRecord:
             if r.key not in self._compared
         ]
         self._compared.update(r.key for r in fresh)
-        matching = self._stored.match([r.to_dict(with_outputs=False) for r in fresh])
+        matching = self._stored.match([ReportEntry(r) for r in fresh])
         refused = self._environment_refused(matching)
         verdicts = verdicts_for(
             Matching([(r, s) for r, s in matching.pairs if result_key(r) not in refused]),
@@ -430,13 +433,13 @@ class RunRecord:
             for key, changes in refused.items()
         ] + ["regression: " + v.describe() for v in verdicts if v.status == "regressed"]
 
-    def _environment_refused(self, matching: Matching) -> dict[str, list[str]]:
+    def _environment_refused(self, matching: Matching[Entry]) -> dict[str, list[str]]:
         """Warn (once per difference) when a matched baseline entry was measured in another
         environment than this run (each entry's own); returns the keys of the results that
         ``strict_environment`` keeps from being compared, with their differences."""
         assert self.baseline is not None
         differing = environments_differing(
-            matching, self.baseline.get("environment"), self.environment()
+            matching, self._baseline_environment, self.environment()
         )
         refused: dict[str, list[str]] = {}
         for change, keys in differing.items():
@@ -456,11 +459,11 @@ class RunRecord:
         """How the compared baseline entries' environments differ from this run's."""
         return environment_change_lines(self.environment_keys)
 
-    def matching(self) -> Matching | None:
+    def matching(self) -> Matching[Entry] | None:
         """Every result against the baseline (None without a baseline)."""
         if self.baseline is None:
             return None
-        return self._stored.match(self.result_dicts(with_outputs=False))
+        return self._stored.match([ReportEntry(r) for r in self.results])
 
     def missing(self) -> list[str]:
         """Baseline entries this run did not produce."""
