@@ -64,6 +64,11 @@ def load_dict(points: Sequence[tuple[float, float, float]], **kwargs: Any) -> di
     return data
 
 
+def load_read(points: Sequence[tuple[float, float, float]], **kwargs: Any) -> LoadResult:
+    """:func:`load_dict` read back as a report's reader does (``LoadResult.from_dict``)."""
+    return LoadResult.from_dict(load_dict(points, **kwargs))
+
+
 #: Pays at 0.5 and 2 req/s, not all at once (the gain falls to 0.95x).
 CROSSING = ((0.5, 0.024, 0.012), (2.0, 0.030, 0.020), (math.inf, 0.040, 0.042))
 #: Pays at every rate measured.

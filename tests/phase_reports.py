@@ -1,11 +1,15 @@
 """Hand-built phase figures in the shape of the contract (``results[i]["phases"]``,
 ``PhaseSummary.to_dict()``), for the renderers' tests: a report needs no engine and no
-measure layer to show them."""
+measure layer to show them; :func:`typed` reads such a report as the renderers take it."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pytest_specdecode.baselines.report import Report, ReportEntry
+from pytest_specdecode.measure.result import EngineFigures, summarized
 
 
 def step(
@@ -108,3 +112,46 @@ def sweep(with_phases: bool = True) -> dict[str, Any]:
 def report(results: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
     """A whole report dict around ``results``."""
     return {"format_version": 1, "results": results, "environment": {}, **more}
+
+
+# --- the typed report model (Report.from_dict), which the renderers take -------------------
+
+#: What an entry leaves out: an unknown figure (null; a figure the schema needs: no gain, no
+#: acceptance), an empty list, no engine figures.
+_NEUTRAL = summarized(
+    "", "", trials=1, num_prompts=4, max_tokens=64, temperature=0.0, mode="interleaved",
+    memory="test", speedup=1.0, acceptance_rate=0.0, mean_acceptance_length=1.0,
+    match_rate=1.0, baseline=EngineFigures(0.0, None, None, [], 0),
+    speculative=EngineFigures(0.0, None, None, [], 0),
+).to_dict()  # fmt: skip
+
+
+def complete(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A report entry holding what ``data`` (one with only the fields a test reads) holds,
+    every other field of a result unknown or empty; each engine's figures merged likewise."""
+    entry = {**copy.deepcopy(_NEUTRAL), "passed": None, "gate_failures": []}
+    for key, value in data.items():
+        if key in ("baseline", "speculative"):
+            entry[key] = {**entry[key], **copy.deepcopy(value)}
+        else:
+            entry[key] = copy.deepcopy(value)
+    return entry
+
+
+def typed(data: Mapping[str, Any]) -> Report:
+    """The report ``data`` describes, read as the renderers take it (``Report.from_dict``),
+    each entry completed (:func:`complete`)."""
+    full = {"format_version": 1, "environment": {}, **data}
+    full["results"] = [complete(r) for r in data.get("results") or []]
+    return Report.from_dict(full, "test")
+
+
+def entries(results: Sequence[Mapping[str, Any]]) -> list[ReportEntry]:
+    """Report entries of ``results`` (each completed: :func:`complete`)."""
+    return list(typed({"results": list(results)}).results)
+
+
+def entry(data: Mapping[str, Any]) -> ReportEntry:
+    """One report entry of ``data`` (completed: :func:`complete`)."""
+    (found,) = entries([data])
+    return found

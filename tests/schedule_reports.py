@@ -81,6 +81,16 @@ def check_dict(*args: Any, **kwargs: Any) -> dict[str, Any]:
     return as_read(check(*args, **kwargs).to_dict())
 
 
+def sweep_read(**kwargs: Any) -> Sweep:
+    """:func:`sweep_dict` read back as a report's reader does (``Sweep.from_dict``)."""
+    return Sweep.from_dict(sweep_dict(**kwargs))
+
+
+def check_read(*args: Any, **kwargs: Any) -> ScheduleCheck:
+    """:func:`check_dict` read back as a report's reader does (``ScheduleCheck.from_dict``)."""
+    return ScheduleCheck.from_dict(check_dict(*args, **kwargs))
+
+
 #: A one-test suite that sweeps on the simulated engines, makes the schedule and checks it.
 SCHEDULE_SUITE = """
 import pytest

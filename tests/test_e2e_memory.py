@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdecode import Bench
+from pytest_specdecode.baselines.report import Report, ReportEntry
 from pytest_specdecode.engines.placement import CPU_KV_CACHE_BYTES
 from pytest_specdecode.reporting.checklist import checklists
 from pytest_specdecode.tiny import ENGINE_KWARGS, tiny_models
@@ -60,7 +61,7 @@ def test_ngram_holds_nothing_and_the_draft_its_weights_and_kv_cache() -> None:
     assert ranking.to_dict()["candidates"][ranking.names.index("draft")]["extra_memory_gib"] == (
         r.extra_memory_gib
     )
-    report = {"results": [x.to_dict() for x in by_name.values()], "rankings": [ranking.to_dict()]}
+    report = Report(tuple(ReportEntry(x) for x in by_name.values()), {}, rankings=(ranking,))
     lines = {c.method: c.lines[0].figure for c in checklists(report)}  # spare memory first
     print(lines)
     assert lines["draft_model"].startswith(f"the draft costs {r.extra_memory_gib:.2f} GiB")

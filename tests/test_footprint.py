@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.baselines.report import Report, ReportEntry
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.footprint import (
     ProposerMemory,
@@ -154,9 +155,9 @@ def test_checklist_ranking_and_table_show_the_one_figure() -> None:
     ngram = measured(NGRAM, {"weights_bytes": 0, "kv_bytes_per_token": 0}, 21840, "ngram")
     expected = (1_903_104 + 20960 * 1024) / 2**30
     assert draft.extra_memory_gib == pytest.approx(expected)
-    ranking = Ranking.of("t.py::test_choose", {"draft": draft, "ngram": ngram}).to_dict()
-    report = {"results": [draft.to_dict(), ngram.to_dict()], "rankings": [ranking]}
-    shown = {c["name"]: c["extra_memory_gib"] for c in ranking["candidates"]}
+    ranking = Ranking.of("t.py::test_choose", {"draft": draft, "ngram": ngram})
+    report = Report((ReportEntry(draft), ReportEntry(ngram)), {}, rankings=(ranking,))
+    shown = {c["name"]: c["extra_memory_gib"] for c in ranking.to_dict()["candidates"]}
     assert shown == {"draft": draft.extra_memory_gib, "ngram": 0.0}
     cells = {row[1]: row[8] for row in ranking_rows(ranking)}
     assert cells == {"draft": f"{expected:.2f}", "ngram": "0.00"}

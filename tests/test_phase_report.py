@@ -18,7 +18,7 @@ from pytest_specdecode.engines.protocol import PHASES
 from pytest_specdecode.errors import ConfigError
 from pytest_specdecode.reporting.phases import phase_line
 
-from .phase_reports import empty_step, phases, report, result, step, sweep
+from .phase_reports import empty_step, entries, entry, phases, report, result, step, sweep, typed
 
 # --- the schema -----------------------------------------------------------------------------
 
@@ -98,7 +98,7 @@ def test_a_malformed_sweep_points_phases_are_refused_naming_where(tmp_path: Path
 
 
 def test_the_phase_line_is_the_contracts() -> None:
-    assert phase_line(result()) == (
+    assert phase_line(entry(result())) == (
         "phases: spec step 7.9 ms = verify 4.1 + draft 2.9 + sample 0.5 + prepare 0.3 + "
         "other 0.1; base step 3.8 ms; break-even 2.1 tokens/step [1.9-2.3], measured 3.4 "
         "[3.2-3.6]"
@@ -108,25 +108,25 @@ def test_the_phase_line_is_the_contracts() -> None:
 def test_the_phase_line_without_figures_says_so() -> None:
     absent = result()
     del absent["phases"]
-    assert phase_line(absent) == "phases: no phase figures recorded"
-    assert phase_line(result(phases=None), served=True) == (
+    assert phase_line(entry(absent)) == "phases: no phase figures recorded"
+    assert phase_line(entry(result(phases=None)), served=True) == (
         "phases: no phase figures: served engine"
     )
     gpu = phases(clock="cuda-events", break_even=None, break_even_ci=[None, None],
                  acceptance_ci=[None, None])  # fmt: skip
     gpu["speculative"]["decode"] = empty_step()
-    assert phase_line(result(phases=gpu)) == (
+    assert phase_line(entry(result(phases=gpu))) == (
         "phases: spec step - (no decode steps); base step 3.8 ms; break-even -, measured 3.4; "
         "clock cuda-events"
     )
     tiny = phases(spec=step(sample=0.004))
-    assert "sample 0.004 +" in phase_line(result(phases=tiny))
+    assert "sample 0.004 +" in phase_line(entry(result(phases=tiny)))
 
 
 def test_the_summary_puts_each_phase_line_under_its_row() -> None:
     from pytest_specdecode.reporting.table import PHASE_LEGEND, summary_lines
 
-    rows = [result(), result("test_b", label="batch 8", phases=None)]
+    rows = entries([result(), result("test_b", label="batch 8", phases=None)])
     lines = summary_lines(rows, [], [], [], {"time": {}})
     table = lines[0].splitlines()
     assert table[2].startswith("test_a ") and table[3] == f"  {phase_line(rows[0])}"
@@ -138,7 +138,7 @@ def test_the_summary_puts_each_phase_line_under_its_row() -> None:
 def test_the_summary_says_once_when_no_result_has_phases() -> None:
     from pytest_specdecode.reporting.table import PHASE_LEGEND, render, summary_lines
 
-    rows = [result(phases=None), result("test_b", phases=None)]
+    rows = entries([result(phases=None), result("test_b", phases=None)])
     served = summary_lines(rows, [], [], [], {"time": {}}, served=True)
     assert served[:2] == [render(rows), "phases: no phase figures: served engine"]
     assert PHASE_LEGEND not in served
@@ -149,7 +149,7 @@ def test_the_summary_says_once_when_no_result_has_phases() -> None:
 def test_the_markdown_lists_the_phase_lines() -> None:
     from pytest_specdecode.reporting.table import phase_markdown
 
-    rows = [result(label="a`b"), result("test_b", phases=None)]
+    rows = entries([result(label="a`b"), result("test_b", phases=None)])
     assert phase_markdown(rows) == [
         f"- `test_a [a'b]`: {phase_line(rows[0])}",
         "- `test_b`: phases: no phase figures recorded",
@@ -164,7 +164,7 @@ def test_the_markdown_lists_the_phase_lines() -> None:
 def _line(data: dict[str, Any], question: str) -> tuple[str, str]:
     from pytest_specdecode.reporting.checklist import checklists
 
-    (found,) = checklists(data)
+    (found,) = checklists(typed(data))
     (line,) = [x for x in found.lines if x.question == question]
     return line.answer, line.figure
 
@@ -194,7 +194,7 @@ def test_choice_of_draft_no_names_the_dominant_term() -> None:
         "against break-even 4.10 [3.90-4.30] (the verification pass at batch 32 costs 3.24 "
         "baseline steps)"
     )
-    (found,) = checklists(data)
+    (found,) = checklists(typed(data))
     assert found.summary.endswith(
         "the proposal does not pay for itself: the verification pass at batch 32 costs 3.24 "
         "baseline steps"
@@ -264,7 +264,7 @@ def test_the_page_has_a_stacked_bar_per_test_and_one_legend() -> None:
     assert f"width:{100 * 2.9 / scale:.2f}%;background:{PHASE_COLOURS['draft']}" in first
     assert "class='break-even' style='left:80.00%'" in first
     assert ">3.8 ms<" in first and ">7.9 ms<" in first
-    assert phase_line(runs[0]).replace("'", "&#x27;") in first
+    assert phase_line(entry(runs[0])).replace("'", "&#x27;") in first
     second = page[page.index("id='phases-1'") : page.index("id='phases-2'")]
     assert "the verification pass at batch 32 costs 3.24 baseline steps" in second
     third = page[page.index("id='phases-2'") :]

@@ -29,6 +29,7 @@ from pytest_specdecode.measure.phases import PhaseSummary, cost_ratio, summarize
 from pytest_specdecode.measure.result import Result
 
 from .fakes import FakeSource, use_fake
+from .phase_reports import entry, typed
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::pytest_specdecode.errors.UncheckedCompatibilityWarning"
@@ -170,14 +171,15 @@ def test_a_report_recorded_before_the_step_yield_derives_it_from_the_step_counts
     )
     again = PhaseSummary.from_dict(json.loads(json.dumps(old)))
     assert again.step_yield == pytest.approx(1.5) and again.pays is False
-    row = {"nodeid": "t.py::test_json", "label": "json_schema", "num_prompts": 2, "phases": old}
-    assert step_yield(old) == pytest.approx(1.5) and pays(old) is False
+    data = {"nodeid": "t.py::test_json", "label": "json_schema", "num_prompts": 2, "phases": old}
+    row = entry(data)
+    assert step_yield(again) == pytest.approx(1.5) and pays(again) is False
     assert explanation(row) == guided.explanation  # derived afresh, not the stale sentence
     assert phase_line(row).endswith(
         "break-even 2.00 tokens/step [1.56-2.57], measured: yields 1.50 tokens per verify step "
         "(acceptance length 3.00 counts only the steps with drafts)"
     )
-    (found,) = checklists({"format_version": 1, "results": [row], "environment": {}})
+    (found,) = checklists(typed({"format_version": 1, "results": [data], "environment": {}}))
     (draft,) = [x for x in found.lines if x.question == "choice of draft"]
     said = (
         "yields 1.50 tokens per verify step (acceptance length 3.00 [2.90-3.10] counts only the "
@@ -188,7 +190,8 @@ def test_a_report_recorded_before_the_step_yield_derives_it_from_the_step_counts
     for side in ("baseline", "speculative"):
         old[side]["decode"]["steps"] = 0
     assert PhaseSummary.from_dict(old).step_yield is None and PhaseSummary.from_dict(old).pays
-    assert step_yield(old) is None and "measured 3.0" in phase_line(row)
+    assert step_yield(PhaseSummary.from_dict(old)) is None
+    assert "measured 3.0" in phase_line(entry(data))
 
 
 def test_the_explanation_names_what_dominates_a_loss() -> None:

@@ -1,9 +1,15 @@
 import json
+import math
+from dataclasses import replace
 from typing import Any
 
 from pytest_specdecode.baselines.compare import Verdict
+from pytest_specdecode.baselines.report import ReportEntry
+from pytest_specdecode.measure.choice import Ranking
+from pytest_specdecode.measure.equivalence import DistributionCheck, PositionTest
 from pytest_specdecode.measure.figures import with_notes
-from pytest_specdecode.measure.result import Outcome, entry
+from pytest_specdecode.measure.load import LoadResult
+from pytest_specdecode.measure.result import Outcome
 from pytest_specdecode.reporting.table import (
     HEADERS,
     printable,
@@ -17,8 +23,8 @@ from .helpers import fake_result
 
 
 def test_table_renders_one_row_per_result_outside_pytest() -> None:
-    a = entry(fake_result(), Outcome(passed=True), with_outputs=False)
-    b = entry(fake_result(spec_times=(2.0, 2.2, 1.8)), Outcome(passed=False), with_outputs=False)
+    a = ReportEntry(fake_result(), Outcome(passed=True), with_outputs=False)
+    b = ReportEntry(fake_result(spec_times=(2.0, 2.2, 1.8)), Outcome(passed=False))
     text = render([a, b])
     lines = text.splitlines()
     assert all(h in lines[0] for h in ("speedup [95% CI]", "accept rate", "match"))
@@ -30,27 +36,26 @@ def test_table_renders_one_row_per_result_outside_pytest() -> None:
 
 
 def test_markdown_table() -> None:
-    text = render([fake_result().to_dict()], tablefmt="github")
+    text = render([ReportEntry(fake_result())], tablefmt="github")
     assert text.startswith("| test")
 
 
 def test_notes_column_only_when_notes_exist() -> None:
-    plain = fake_result().to_dict()
+    plain = ReportEntry(fake_result())
     assert "notes" not in render([plain]).splitlines()[0]
     noted = with_notes(fake_result(), json_valid="8/8")
-    text = render([plain, noted.to_dict()])
+    text = render([plain, ReportEntry(noted)])
     assert "notes" in text.splitlines()[0]
     assert text.splitlines()[-1].rstrip().endswith("json_valid=8/8")
 
 
 def test_control_characters_from_files_are_escaped() -> None:
     """A baseline's test id, label, category or notes cannot drive the terminal."""
-    row = fake_result().to_dict()
-    row.update(
-        nodeid="t.py::test_\x1b[2J", label="\x1b]0;owned\x07", category="a\tb\r", mode="\u202e"
-    )
-    row["notes"] = {"n\x9b": "\x00"}
-    text = render([row])
+    row = replace(
+        fake_result(), nodeid="t.py::test_\x1b[2J", label="\x1b]0;owned\x07", category="a\tb\r",
+        mode="\u202e", notes={"n\x9b": "\x00"},
+    )  # fmt: skip
+    text = render([ReportEntry(row)])
     assert not any(ch in text for ch in "\x1b\x07\t\r\x00\x9b\u202e")
     assert "test_\\x1b[2J [\\x1b]0;owned\\x07]" in text
     assert "a\\tb\\r" in text and "\\u202e" in text and "n\\x9b=\\x00" in text
@@ -65,16 +70,19 @@ def test_printable_keeps_text_and_optionally_newlines() -> None:
     assert printable("a\nb\x1b", keep_newlines=True) == "a\nb\\x1b"
 
 
-def test_a_hand_written_non_number_is_shown_not_a_crash() -> None:
-    row = fake_result().to_dict()
-    row["alpha"] = "n/a"
-    assert " n/a " in render([row])
+def test_an_unknown_figure_shows_as_its_dict_forms_null_does() -> None:
+    """The typed model's unknown figure (nan) reads as the dict form's null: a dash."""
+    unknown = replace(fake_result(), alpha=math.nan, speedup=math.nan, speedup_ci=(math.nan, 2.0))
+    absent = replace(fake_result(), alpha=None, speedup=math.nan, speedup_ci=(math.nan, 2.0))
+    text = render([ReportEntry(unknown)])
+    assert text == render([ReportEntry(absent)])
+    assert " -x [--2.00] " in text and "nan" not in text
 
 
 def test_per_prompt_spread_column_only_when_measured() -> None:
-    plain = fake_result().to_dict()
+    plain = ReportEntry(fake_result())
     assert "p10/p50/p90" not in render([plain])
-    spread = dict(plain, request_acceptance=[1.0, 2.0, 3.0, 4.0, 5.0, None])
+    spread = ReportEntry(replace(fake_result(), request_acceptance=(1.0, 2.0, 3.0, 4.0, 5.0, None)))
     lines = render([plain, spread]).splitlines()
     assert "accept len p10/p50/p90" in lines[0]
     assert (
@@ -101,25 +109,26 @@ RANKING = {
 
 
 def test_ranking_table_and_line() -> None:
-    lines = render_ranking(RANKING).splitlines()
+    ranking = Ranking.from_dict(RANKING)
+    lines = render_ranking(ranking).splitlines()
     assert lines[0].split()[:4] == ["rank", "candidate", "method", "(k)"]
     assert lines[2].split() == (
         "1 good draft_model (4) 2.10x [1.95-2.26] 0.78 4.10 0.90 0.21 0.21 worth it best".split()
     )
     assert lines[3].split()[-4:] == ["-", "worth", "it", "tied"]
-    assert ranking_line(RANKING) == (
+    assert ranking_line(ranking) == (
         "t.py::test_choose: draft ranking: good 2.10x (1.95-2.26x), ngram 2.00x (1.90-2.10x) "
         "(tied); best: good"
     )
-    assert ranking_line(dict(RANKING, best=None, reason="none is worth it: ...")).endswith(
-        "(tied); none is worth it: ..."
+    undecided = [dict(c, verdict="inconclusive") for c in RANKING["candidates"]]
+    none = Ranking.from_dict(dict(RANKING, candidates=undecided))
+    assert ranking_line(none).endswith(
+        "(tied); none is worth it: the fastest, good 2.10x (1.95-2.26x), is inconclusive"
     )
 
 
 def test_ranking_line_is_the_rankings_own_summary() -> None:
     from types import SimpleNamespace
-
-    from pytest_specdecode.measure.choice import Ranking
 
     results = {
         name: SimpleNamespace(speedup=s, speedup_ci=ci, verdict=v, label=name, method="ngram",
@@ -130,8 +139,10 @@ def test_ranking_line_is_the_rankings_own_summary() -> None:
                                ("b", 1.2, (1.1, 1.3), "worth it"))
     }  # fmt: skip
     ranking = Ranking.of("t.py::test_x", results)  # type: ignore[arg-type]
-    assert ranking_line(ranking.to_dict()) == ranking.summary()
-    assert ranking_line(Ranking.of("t", {}).to_dict()) == Ranking.of("t", {}).summary()
+    assert ranking_line(ranking) == ranking.summary()
+    read = Ranking.from_dict(json.loads(json.dumps(ranking.to_dict())))
+    assert ranking_line(read) == ranking.summary()  # as a report has it
+    assert ranking_line(Ranking.of("t", {})) == Ranking.of("t", {}).summary()
 
 
 def test_sweep_line_is_the_sweeps_own_summary() -> None:
@@ -147,28 +158,36 @@ def test_sweep_line_is_the_sweeps_own_summary() -> None:
     sweep = Sweep("t.py::test_s")
     for k, c, s, high in ((1, 1, 1.5, 1.6), (2, 1, 1.8, 1.9), (1, 8, 0.8, 0.9), (2, 8, 0.7, 0.8)):
         sweep.add(k, c, point(s, high))
-    assert sweep_line(sweep.to_dict()) == sweep.summary()
+    assert sweep_line(sweep) == sweep.summary()
     assert "at concurrency 8" in sweep.summary()
     pays = Sweep("t.py::test_s", sweep.points[:2])
-    assert sweep_line(pays.to_dict()) == pays.summary()
-    assert (
-        sweep_line(json.loads(json.dumps(pays.to_dict()))) == pays.summary()
-    )  # as a report has it
+    assert sweep_line(pays) == pays.summary()
+    read = Sweep.from_dict(json.loads(json.dumps(pays.to_dict())))
+    assert sweep_line(read) == pays.summary()  # as a report has it
 
 
 def test_distribution_line() -> None:
     from pytest_specdecode.reporting.table import distribution_line
 
-    rule = "chi-square summed over 1 prompt per position, Bonferroni over 2 positions"
-    check = {"nodeid": "t.py::test_d", "temperature": 0.8, "samples_per_engine": 40, "tokens": 3,
-             "alpha": 0.01, "p_value": 0.4321, "passed": True, "rule": rule}  # fmt: skip
+    check = _distribution(1.5)
+    assert check.passed
     assert distribution_line(check) == (
-        "t.py::test_d: same distribution at temperature 0.8: p=0.432 (alpha 0.01; chi-square "
-        "summed over 1 prompt per position, Bonferroni over 2 positions; 40 samples of 3 tokens "
-        "per engine)"
+        f"t.py::test_d: same distribution at temperature 0.8: p={check.p_value:.3g} (alpha "
+        "0.01; chi-square summed over 1 prompt per position, Bonferroni over 2 positions; 40 "
+        "samples of 3 tokens per engine)"
     )
-    failed = distribution_line({**check, "p_value": 0.001, "passed": False})
-    assert "DIFFERENT distributions at temperature 0.8: p=0.001" in failed
+    failed = _distribution(30.0)
+    assert not failed.passed
+    assert f"DIFFERENT distributions at temperature 0.8: p={failed.p_value:.3g} (" in (
+        distribution_line(failed)
+    )
+
+
+def _distribution(statistic: float) -> DistributionCheck:
+    """A check of one prompt at two positions, the first with ``statistic`` (1 df)."""
+    tests = [PositionTest(0, position, s, 1, 0.0, [], [])
+             for position, s in ((1, statistic), (2, 0.5))]  # fmt: skip
+    return DistributionCheck("t.py::test_d", 0.8, 40, 3, 0.01, tests)
 
 
 def test_time_line_splits_the_wall_time() -> None:
@@ -190,10 +209,10 @@ def test_time_line_splits_the_wall_time() -> None:
 
 
 def test_memory_parts_stay_in_the_report_not_in_the_notes_column() -> None:
-    row = fake_result().to_dict()
-    row["notes"] = {"memory": "draft weights 0.0018 GiB + draft KV cache 0.0199 GiB"}
+    memory = {"memory": "draft weights 0.0018 GiB + draft KV cache 0.0199 GiB"}
+    row = ReportEntry(replace(fake_result(), notes=memory))
     assert "notes" not in render([row]).splitlines()[0]
-    row["notes"]["json"] = "8/8 parse"
+    row = ReportEntry(replace(fake_result(), notes={**memory, "json": "8/8 parse"}))
     text = render([row])
     assert "json=8/8 parse" in text and "draft weights" not in text
 
@@ -201,7 +220,7 @@ def test_memory_parts_stay_in_the_report_not_in_the_notes_column() -> None:
 # --- load tests (specdecode.load) ------------------------------------------------------------
 
 
-def _load_lines(loads: list[dict[str, Any]]) -> list[list[str]]:
+def _load_lines(loads: list[LoadResult]) -> list[list[str]]:
     """The load table's rows split on its column gaps (two spaces or more)."""
     import re
 
@@ -213,9 +232,9 @@ def _load_lines(loads: list[dict[str, Any]]) -> list[list[str]]:
 def test_load_table_gives_each_rate_both_sides_and_the_gain() -> None:
     from pytest_specdecode.reporting.table import LOAD_HEADERS
 
-    from .load_reports import CROSSING, load_dict, load_result
+    from .load_reports import CROSSING, load_read, load_result
 
-    lines = _load_lines([load_dict(CROSSING, slo={"tpot_ms": 30})])
+    lines = _load_lines([load_read(CROSSING, slo={"tpot_ms": 30})])
     assert lines[0] == list(LOAD_HEADERS)
     assert len(lines) == 2 + 3
     points = load_result(CROSSING).points
@@ -234,12 +253,12 @@ def test_load_table_gives_each_rate_both_sides_and_the_gain() -> None:
 
 
 def test_load_table_has_a_goodput_column_only_under_an_slo() -> None:
-    from .load_reports import PAYING, load_dict
+    from .load_reports import PAYING, load_read
 
-    plain = _load_lines([load_dict(PAYING)])
+    plain = _load_lines([load_read(PAYING)])
     assert "goodput req/s" not in plain[0] and len(plain[0]) == 7
     assert plain[4][:2] == ["test_traffic", "100 req/s"] and plain[4][-1] == "yes"
-    both = _load_lines([load_dict(PAYING), load_dict(PAYING, label="slo", slo={"e2e_ms": 1})])
+    both = _load_lines([load_read(PAYING), load_read(PAYING, label="slo", slo={"e2e_ms": 1})])
     assert "goodput req/s" in both[0]
     assert [row[6] for row in both[2:]] == ["-"] * 3 + ["0.00 -> 0.00"] * 3
 
@@ -250,23 +269,23 @@ def test_load_table_shows_an_unmeasured_gain_as_a_dash() -> None:
     data = load_dict(PAYING[:1])
     data["points"][0].update(tpot_speedup=None, tpot_speedup_ci=[None, None], pays=False)
     data["points"][0]["speculative"]["tpot"] = None
-    (row,) = _load_lines([data])[2:]
+    (row,) = _load_lines([LoadResult.from_dict(data)])[2:]
     assert row[2] == "24.0 -> -" and row[5] == "-x [---]" and row[-1] == "no"
 
 
 def test_load_line_is_the_load_results_own_wording() -> None:
     from pytest_specdecode.reporting.table import load_line
 
-    from .load_reports import CROSSING, PAYING, SLOWER, load_dict, load_result
+    from .load_reports import CROSSING, PAYING, SLOWER, load_read, load_result
 
     for points in (CROSSING, PAYING, SLOWER):
         result = load_result(points)
-        assert load_line(load_dict(points)) == f"{result.key}: {result.traffic_line()}"
-    assert load_line(load_dict(CROSSING, slo={"ttft_ms": 500, "tpot_ms": 30})) == (
+        assert load_line(load_read(points)) == f"{result.key}: {result.traffic_line()}"
+    assert load_line(load_read(CROSSING, slo={"ttft_ms": 500, "tpot_ms": 30})) == (
         "suite/test_load.py::test_traffic (SLO: ttft 500 ms, tpot 30 ms): speculation pays up "
         "to 2 req/s, not at all at once"
     )
-    assert load_line(load_dict(SLOWER, label="x")).startswith(
+    assert load_line(load_read(SLOWER, label="x")).startswith(
         "suite/test_load.py::test_traffic[x]: speculation does not lower p50 TPOT at any rate"
     )
 
@@ -275,16 +294,16 @@ def test_summary_has_the_load_table_after_the_sweeps_only_when_loads_were_measur
     from pytest_specdecode.measure.sweep import Sweep
     from pytest_specdecode.reporting.table import LOAD_LEGEND, summary_lines
 
-    from .load_reports import CROSSING, load_dict
+    from .load_reports import CROSSING, load_read
 
-    row = fake_result().to_dict()
-    sweep = Sweep("t.py::test_s").to_dict()
-    check = {"nodeid": "t.py::test_d", "passed": True}
+    row = ReportEntry(fake_result())
+    sweep = Sweep("t.py::test_s")
+    check = _distribution(1.5)
     session = {"wall_seconds": 1.0, "workers": 1, "time": {}}
     plain = summary_lines([row], [sweep], [check], [], session)
     assert not any("TPOT" in line or line.startswith("load ") for line in plain)
     assert LOAD_LEGEND not in plain
-    lines = summary_lines([row], [sweep], [check], [], session, loads=[load_dict(CROSSING)])
+    lines = summary_lines([row], [sweep], [check], [], session, loads=[load_read(CROSSING)])
     assert lines[1].startswith("sweep ") and lines[4].startswith("sample_equivalence ")
     assert lines[2].splitlines()[0].split()[:3] == ["test", "rate", "p50"]
     assert "all at once" in lines[2].splitlines()[-1]
@@ -297,9 +316,9 @@ def test_summary_has_the_load_table_after_the_sweeps_only_when_loads_were_measur
 def test_load_names_from_files_are_escaped() -> None:
     from pytest_specdecode.reporting.table import load_line, render_loads
 
-    from .load_reports import PAYING, load_dict
+    from .load_reports import PAYING, load_read
 
-    data = load_dict(PAYING, nodeid="t.py::test_\x1b[2J", label="\x07")
+    data = load_read(PAYING, nodeid="t.py::test_\x1b[2J", label="\x07")
     text = render_loads([data]) + load_line(data)
     assert "\x1b" not in text and "\x07" not in text
     assert "test_\\x1b[2J [\\x07]" in text and "t.py::test_\\x1b[2J[\\x07]" in text
@@ -309,9 +328,9 @@ def test_load_names_from_files_are_escaped() -> None:
 def test_schedule_table_gives_each_measured_concurrency_its_range_and_both_speedups() -> None:
     from pytest_specdecode.reporting.table import SCHEDULE_HEADERS, render_schedule, schedule_rows
 
-    from .schedule_reports import sweep_dict
+    from .schedule_reports import sweep_read
 
-    schedule = sweep_dict()["schedule"]
+    schedule = sweep_read().schedule()
     assert schedule_rows(schedule) == [
         ["1", "c=1", "4", "2.29x [2.21-2.38]", "4", "2.29x [2.21-2.38]"],
         ["2-8", "c=8", "2", "1.80x [1.76-1.83]", "4", "1.82x [1.77-1.87]"],
@@ -327,9 +346,9 @@ def test_schedule_line_and_the_config_to_paste_are_the_schedules_own() -> None:
         speculative_config_json,
     )
 
-    from .schedule_reports import NODEID, sweep, sweep_dict
+    from .schedule_reports import NODEID, sweep, sweep_read
 
-    schedule = sweep_dict()["schedule"]
+    schedule = sweep_read().schedule()
     assert schedule_line(schedule) == f"{NODEID}: {sweep().schedule().summary()}"
     assert schedule_line(schedule) == (
         f"{NODEID}: k=4 at batch 1, k=2 up to 8, off above 8 (measured up to batch 32; larger "
@@ -343,7 +362,7 @@ def test_schedule_line_and_the_config_to_paste_are_the_schedules_own() -> None:
     assert json.loads(text) == sweep().schedule().speculative_config
     assert config_line(schedule) == f"--speculative-config '{text}'"
     # a quote in a model path stays one shell word
-    quoted = dict(schedule, base_config={**schedule["base_config"], "model": "it's/draft"})
+    quoted = replace(schedule, base_config={**schedule.base_config, "model": "it's/draft"})
     assert config_line(quoted).startswith('--speculative-config \'{"method": "draft_model", ')
     assert '"model": "it\'"\'"\'s/draft"' in config_line(quoted)
 
@@ -351,32 +370,34 @@ def test_schedule_line_and_the_config_to_paste_are_the_schedules_own() -> None:
 def test_check_table_gives_both_speedups_and_where_the_schedule_holds() -> None:
     from pytest_specdecode.reporting.table import check_line, check_rows
 
-    from .schedule_reports import FELL_SHORT, check, check_dict
+    from .schedule_reports import FELL_SHORT, check, check_read
 
-    assert check_rows(check_dict()) == [
+    assert check_rows(check_read()) == [
         ["1", "4", "2.30x [2.22-2.38]", "4", "2.33x [2.17-2.50]", "yes"],
         ["8", "2", "1.75x [1.69-1.81]", "4", "1.82x [1.72-1.92]", "yes"],
         ["32", "0 (off)", "-", "1", "0.89x [0.85-0.93]", "yes (off)"],
     ]
-    assert [row[-1] for row in check_rows(check_dict(FELL_SHORT))] == ["yes", "NO", "yes (off)"]
-    assert check_line(check_dict(FELL_SHORT)) == check(FELL_SHORT).summary()
+    assert [row[-1] for row in check_rows(check_read(FELL_SHORT))] == ["yes", "NO", "yes (off)"]
+    assert check_line(check_read(FELL_SHORT)) == check(FELL_SHORT).summary()
     assert (
         " does not hold at c=8 (shown more than 5% slower than the best fixed k): "
-        in check_line(check_dict(FELL_SHORT))
+        in check_line(check_read(FELL_SHORT))
     )
     # past the sweep's concurrencies the schedule stays off and nothing was measured
-    beyond = check_rows(check_dict(concurrencies=(8, 64)))
+    beyond = check_rows(check_read(concurrencies=(8, 64)))
     assert beyond[1] == ["64", "0 (off)", "-", "1", "-", "yes (off)"]
 
 
 def test_summary_shows_each_schedule_and_check_after_the_sweeps() -> None:
+    from pytest_specdecode.measure.sweep import Sweep
     from pytest_specdecode.reporting.table import SCHEDULE_LEGEND, summary_lines
 
-    from .schedule_reports import FELL_SHORT, check_dict, sweep_dict
+    from .schedule_reports import FELL_SHORT, NODEID, check_read, sweep_read
 
     session = {"wall_seconds": 1.0, "workers": 1, "time": {}}
-    sweep = sweep_dict()
-    lines = summary_lines([], [sweep], [], [], session, schedule_checks=[check_dict(FELL_SHORT)])
+    lines = summary_lines(
+        [], [sweep_read()], [], [], session, schedule_checks=[check_read(FELL_SHORT)]
+    )
     assert lines[0].startswith("sweep ")
     assert lines[1].startswith("schedule suite/test_k_schedule.py::test_k_schedule: k=4 at batch")
     assert lines[2].splitlines()[3].split() == ["2-8", "c=8", "2", "1.80x", "[1.76-1.83]", "4",
@@ -386,6 +407,6 @@ def test_summary_shows_each_schedule_and_check_after_the_sweeps() -> None:
     assert lines[5].splitlines()[3].split() == ["8", "2", "1.40x", "[1.35-1.45]", "4", "1.82x",
                                                 "[1.72-1.92]", "NO"]  # fmt: skip
     assert lines.index(SCHEDULE_LEGEND) == len(lines) - 2
-    # a sweep of the previous format (no schedule) and no checks: no schedule lines, no legend
-    plain = summary_lines([], [{**sweep, "schedule": None}], [], [], session)
+    # a sweep that measured nothing has no schedule; no checks: no schedule lines, no legend
+    plain = summary_lines([], [Sweep(NODEID)], [], [], session)
     assert len(plain) == 3 and SCHEDULE_LEGEND not in plain

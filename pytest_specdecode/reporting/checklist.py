@@ -1,7 +1,8 @@
 """The "worth it?" checklist: the talk's questions answered from a session's figures.
 
-:func:`checklists` reads a report dict (``results``, ``sweeps``, ``loads``, ``rankings``; the
-``--specdecode-report`` format) and, for each target and proposer measured, answers each
+:func:`checklists` reads a :class:`~pytest_specdecode.baselines.report.Report` (its results,
+sweeps, loads, rankings and schedule checks; a ``--specdecode-report`` file read with
+``Report.from_dict``) and, for each target and proposer measured, answers each
 question yes, no or unknown with the figure behind it:
 
 * spare memory: what the draft costs, and the KV cache left per sequence at the largest batch
@@ -19,7 +20,7 @@ question yes, no or unknown with the figure behind it:
   concurrency, where the runs have phase figures;
 * choice: where the proposer ranked, when ``choose_draft`` compared it with others.
 
-A pure function of the dict: it works on a saved report as well as in the plugin.
+A pure function of the report: it works on a saved report as well as in the plugin.
 """
 
 from __future__ import annotations
@@ -31,16 +32,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..baselines.report import Report, ReportEntry
 from ..engines.methods import NO_MODEL
-from ..figure_table import ends, interval, real
+from ..figure_table import finite, real
+from ..measure.choice import Candidate, Ranking
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
+from ..measure.phases import PhaseSummary
+from ..measure.result import Result
+from ..measure.sweep import Sweep
 from ..names import display_name
 from .phases import (
     NOT_RECORDED,
     SERVED,
     explanation,
     names_yield,
+    pair,
     pays,
     phases,
     step_yield,
@@ -56,7 +63,8 @@ NEGLIGIBLE_GIB = 0.05
 _LONG = re.compile(r"\blong\b|long[_ -]?context", re.IGNORECASE)
 _SHORT = re.compile(r"\bshort\b", re.IGNORECASE)
 
-Row = Mapping[str, Any]
+#: What the questions read of a run: its result (a report entry's, a sweep point's).
+Row = Result
 
 
 @dataclass(frozen=True)
@@ -111,29 +119,27 @@ class Checklist:
         }
 
 
-def checklists(report: Mapping[str, Any]) -> list[Checklist]:
+def checklists(report: Report) -> list[Checklist]:
     """One :class:`Checklist` per (target, method, draft) measured in ``report``, in the
     order they first appear; a proposer measured only under traffic has the traffic line
     alone."""
-    results = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
+    results = [entry.result for entry in report.results]
     groups: dict[tuple[str, str, str | None], list[Row]] = defaultdict(list)
     for r in results:
         groups[_group(r)].append(r)
     loads: dict[tuple[str, str, str | None], list[LoadResult]] = defaultdict(list)
-    for data in report.get("loads") or []:
-        load = _load(data)
-        if load is not None:
+    for load in report.loads:
+        if load.points:
             loads[_load_group(load)].append(load)
-    sweeps = [s for s in report.get("sweeps") or [] if isinstance(s, Mapping)]
-    checks = [c for c in (_check(x) for x in report.get("schedule_checks") or []) if c]
-    rankings = [k for k in report.get("rankings") or [] if isinstance(k, Mapping)]
-    environment = report.get("environment")
-    served = isinstance(environment, Mapping) and bool(environment.get("served"))
-    by_key = {(str(r.get("nodeid", "")), str(r.get("label") or "")): r for r in results}
+    sweeps = list(report.sweeps)
+    checks = [c for c in report.schedule_checks if c.rows]
+    rankings = list(report.rankings)
+    served = bool(report.environment.get("served"))
+    by_key = {r.key: r for r in results}
     out = []
     for key, rows in groups.items():
-        nodeids = {str(r.get("nodeid", "")) for r in rows}
-        mine = [s for s in sweeps if str(s.get("nodeid", "")) in nodeids]
+        nodeids = {r.nodeid for r in rows}
+        mine = [s for s in sweeps if s.nodeid in nodeids]
         batch_size = _scheduled(_batch(rows, mine), mine, checks)
         batch_size = _break_even(batch_size, _curves(rows, mine))
         answers = [_memory(rows), batch_size, _traffic(loads.get(key, []))]
@@ -158,8 +164,7 @@ class _Answer:
 
 
 def _group(r: Row) -> tuple[str, str, str | None]:
-    draft = r.get("draft")
-    return str(r.get("target", "")), str(r.get("method", "")), str(draft) if draft else None
+    return r.target, r.method, r.draft or None
 
 
 def _summary(answers: Sequence[_Answer]) -> str:
@@ -179,16 +184,17 @@ def _summary(answers: Sequence[_Answer]) -> str:
 # --- figures of one result -------------------------------------------------------------------
 
 
-def _ci(r: Row) -> tuple[float | None, float | None]:
-    """The speedup's interval ends, each a number (NaN kept) or None."""
-    return ends(r, "speedup_ci", real)
+def _ci(r: Row | Candidate) -> tuple[float | None, float | None]:
+    """The speedup's interval ends, each a number or None (unknown)."""
+    low, high = r.speedup_ci
+    return finite(low), finite(high)
 
 
 def _verdict(r: Row) -> str:
     """The result's verdict; from its interval when the file has none."""
-    verdict = r.get("verdict")
+    verdict = r.verdict
     if verdict in (WORTH, NOT_WORTH, INCONCLUSIVE):
-        return str(verdict)
+        return verdict
     low, high = _ci(r)
     if high is not None and high < 1.0:
         return NOT_WORTH
@@ -197,35 +203,38 @@ def _verdict(r: Row) -> str:
     return INCONCLUSIVE
 
 
-def _speedup(r: Row) -> float:
-    value = real(r.get("speedup"))
+def _speedup(r: Row | Candidate) -> float:
+    value = finite(r.speedup)
     return value if value is not None else float("-inf")
 
 
 def _x(value: Any) -> str:
-    number = real(value)
+    number = finite(value)
     return "-" if number is None else f"{number:.2f}x"
 
 
-def _figure(r: Row) -> str:
+def _figure(r: Row | Candidate | None) -> str:
     """Speedup with its interval: ``1.85x [1.61-2.13]``."""
+    if r is None:
+        return "-"
     low, high = _ci(r)
     if low is None and high is None:
-        return _x(r.get("speedup"))
+        return _x(r.speedup)
     lo = "-" if low is None else f"{low:.2f}"
     hi = "-" if high is None else f"{high:.2f}"
-    return f"{_x(r.get('speedup'))} [{lo}-{hi}]"
+    return f"{_x(r.speedup)} [{lo}-{hi}]"
 
 
-def batch(r: Row) -> int | None:
+def batch(r: ReportEntry | Result) -> int | None:
     """Requests in flight: the run's concurrency, or all its prompts at once."""
-    value = r.get("concurrency") or r.get("num_prompts")
+    result = r.result if isinstance(r, ReportEntry) else r
+    value = result.concurrency or result.num_prompts
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _name(r: Row) -> str:
-    test = str(r.get("nodeid", "")).rsplit("::", 1)[-1]
-    return f"{test} [{r['label']}]" if r.get("label") else test
+def _name(r: Row | LoadResult) -> str:
+    test = r.nodeid.rsplit("::", 1)[-1]
+    return f"{test} [{r.label}]" if r.label else test
 
 
 def spread(values: Iterable[Any]) -> tuple[float, float, float] | None:
@@ -252,8 +261,8 @@ CONTEXT = "context"
 
 
 def _memory(rows: Sequence[Row]) -> _Answer:
-    extras = [v for v in (real(r.get("extra_memory_gib")) for r in rows) if v is not None]
-    method = str(rows[0].get("method", ""))
+    extras = [v for v in (finite(r.extra_memory_gib) for r in rows) if v is not None]
+    method = rows[0].method
     if extras:
         cost = f"the {'proposer' if method in NO_MODEL else 'draft'} costs {max(extras):.2f} GiB"
     elif method in NO_MODEL:
@@ -272,7 +281,7 @@ def _memory(rows: Sequence[Row]) -> _Answer:
     spec_kv, base_kv, size = _kv(r, "speculative"), _kv(r, "baseline"), batch(r)
     assert spec_kv is not None and size
     per_sequence = spec_kv // size
-    need = int(real(r.get("max_tokens")) or 0)
+    need = int(finite(r.max_tokens) or 0)
     kv = f"KV cache {spec_kv:,} tokens"
     if base_kv:
         kv = f"KV cache {base_kv:,} -> {spec_kv:,} tokens ({spec_kv / base_kv - 1:+.0%})"
@@ -290,8 +299,7 @@ def _memory(rows: Sequence[Row]) -> _Answer:
 
 
 def _kv(r: Row, side: str) -> int | None:
-    figures = r.get(side)
-    value = real(figures.get("kv_cache_tokens")) if isinstance(figures, Mapping) else None
+    value = finite(getattr(r, side).kv_cache_tokens)
     return int(value) if value is not None and value > 0 else None
 
 
@@ -304,23 +312,20 @@ class _Curve:
     crossover: int | None  # a sweep's own, when it names one
 
 
-def _curves(rows: Sequence[Row], sweeps: Sequence[Row]) -> list[_Curve]:
+def _curves(rows: Sequence[Row], sweeps: Sequence[Sweep]) -> list[_Curve]:
     curves = []
     swept = set()
     for s in sweeps:
         best: dict[int, Row] = {}
-        for p in s.get("points") or []:
-            c = real(p.get("concurrency")) if isinstance(p, Mapping) else None
-            if c is not None and (int(c) not in best or _speedup(p) > _speedup(best[int(c)])):
-                best[int(c)] = p
+        for _, c, p in s.points:
+            if c not in best or _speedup(p) > _speedup(best[c]):
+                best[c] = p
         if len(best) > 1:
-            crossover = real(s.get("crossover"))
-            end = None if crossover is None else int(crossover)
-            curves.append(_Curve(str(s.get("nodeid", "")), tuple(sorted(best.items())), end))
-            swept.add(str(s.get("nodeid", "")))
+            curves.append(_Curve(s.nodeid, tuple(sorted(best.items())), s.crossover()))
+            swept.add(s.nodeid)
     by_test: dict[str, dict[int, Row]] = defaultdict(dict)
     for r in rows:
-        nodeid, size = str(r.get("nodeid", "")), batch(r)
+        nodeid, size = r.nodeid, batch(r)
         if nodeid in swept or size is None:
             continue
         points = by_test[nodeid]
@@ -332,7 +337,7 @@ def _curves(rows: Sequence[Row], sweeps: Sequence[Row]) -> list[_Curve]:
     return curves
 
 
-def _batch(rows: Sequence[Row], sweeps: Sequence[Row]) -> _Answer:
+def _batch(rows: Sequence[Row], sweeps: Sequence[Sweep]) -> _Answer:
     curves = _curves(rows, sweeps)
     if not curves:
         sizes = sorted({b for b in (batch(r) for r in rows) if b is not None})
@@ -374,33 +379,14 @@ def _batch(rows: Sequence[Row], sweeps: Sequence[Row]) -> _Answer:
     c, figure, pays = max(lasts)
     if pays:
         best = max((p for curve in curves for size, p in curve.points if size == c), key=_speedup)
-        phrase = f"still {_x(best.get('speedup'))} at batch {c}"
+        phrase = f"still {_x(best.speedup)} at batch {c}"
         return _Answer(Line(BATCH_SIZE, YES, f"still {figure}"), phrase, order=(3, 0.0))
     return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: the interval at batch {c} contains 1.0"))
 
 
-def _schedule(sweep: Row) -> KSchedule | None:
-    """A sweep dict's k schedule (None without one, or for one it cannot read)."""
-    data = sweep.get("schedule")
-    if not isinstance(data, Mapping):
-        return None
-    try:
-        schedule = KSchedule.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        return None
-    return schedule if schedule.choices and schedule.entries else None
-
-
-def _check(data: Any) -> ScheduleCheck | None:
-    """A report's schedule check dict as a :class:`ScheduleCheck` (None for one it cannot
-    read)."""
-    if not isinstance(data, Mapping):
-        return None
-    try:
-        check = ScheduleCheck.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        return None
-    return check if check.rows else None
+def _schedule(sweep: Sweep) -> KSchedule | None:
+    """A sweep's k schedule (None for a sweep that measured nothing)."""
+    return sweep.schedule() if sweep.points else None
 
 
 def _checked(check: ScheduleCheck) -> str:
@@ -411,7 +397,9 @@ def _checked(check: ScheduleCheck) -> str:
     return "check_schedule did not hold: " + "; ".join(row.describe() for row in check.failing)
 
 
-def _scheduled(answer: _Answer, sweeps: Sequence[Row], checks: Sequence[ScheduleCheck]) -> _Answer:
+def _scheduled(
+    answer: _Answer, sweeps: Sequence[Sweep], checks: Sequence[ScheduleCheck]
+) -> _Answer:
     """The batch-size answer led by each sweep's k schedule (as ``KSchedule.summary()`` says
     it) and whether its check held. Where the curves leave the answer unknown, the schedule
     gives it: yes where some batch size's chosen k pays (its interval above 1.0), no where
@@ -422,7 +410,7 @@ def _scheduled(answer: _Answer, sweeps: Sequence[Row], checks: Sequence[Schedule
         if schedule is None:
             continue
         schedules.append(schedule)
-        test = str(sweep.get("nodeid", "")).rsplit("::", 1)[-1]
+        test = sweep.nodeid.rsplit("::", 1)[-1]
         text = f"{schedule.summary()} in {test}"
         mine = [c for c in checks if c.schedule.nodeid == schedule.nodeid]
         texts.append("; ".join([text, *(_checked(c) for c in mine)]))
@@ -445,17 +433,6 @@ def _scheduled(answer: _Answer, sweeps: Sequence[Row], checks: Sequence[Schedule
         phrase = f"off at every batch size up to {largest}"
         return _Answer(Line(BATCH_SIZE, NO, figure), phrase, order=(3, 0.0))
     return _Answer(Line(BATCH_SIZE, UNKNOWN, f"{figure}: no chosen k's interval lies above 1.0"))
-
-
-def _load(data: Any) -> LoadResult | None:
-    """A report's load dict as a :class:`LoadResult` (None for one it cannot read)."""
-    if not isinstance(data, Mapping):
-        return None
-    try:
-        load = LoadResult.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return load if load.points else None
 
 
 def _load_group(load: LoadResult) -> tuple[str, str, str | None]:
@@ -492,7 +469,7 @@ def _traffic(loads: Sequence[LoadResult]) -> _Answer:
         return _Answer(Line(TRAFFIC, UNKNOWN, figure))
     figures, answers = [], []
     for load in loads:
-        test = _name({"nodeid": load.nodeid, "label": load.label})
+        test = _name(load)
         top, cross = load.pays_up_to, load.crossover_rate
         if top is not None:
             at_top = _tpot(load.at(top))
@@ -536,17 +513,17 @@ def _traffic(loads: Sequence[LoadResult]) -> _Answer:
 def _workloads(rows: Sequence[Row]) -> list[_Answer]:
     by_category: dict[str, list[Row]] = defaultdict(list)
     for r in rows:
-        by_category[str(r.get("category") or "-")].append(r)
+        by_category[r.category or "-"].append(r)
     return [_workload(category, runs) for category, runs in by_category.items()]
 
 
 def _describe(r: Row, *, spread_too: bool = False) -> str:
-    text = f"{r['label']}: " if r.get("label") else ""
+    text = f"{r.label}: " if r.label else ""
     text += f"{_figure(r)} at batch {batch(r) or '-'}"
-    rate = real(r.get("acceptance_rate"))
+    rate = finite(r.acceptance_rate)
     if rate is not None:
         text += f", acceptance {rate:.2f}"
-    lengths = spread(r.get("request_acceptance") or []) if spread_too else None
+    lengths = spread(r.request_acceptance or []) if spread_too else None
     if lengths is not None:
         text += ", per-prompt accept len p10/p50/p90 {:.1f}/{:.1f}/{:.1f}".format(*lengths)
     return text
@@ -562,19 +539,19 @@ def _workload(category: str, runs: Sequence[Row]) -> _Answer:
     top = ordered[0]
     if WORTH in verdicts:
         best = ordered[verdicts.index(WORTH)]
-        phrase = f"{category} at batch {batch(best) or '-'}: {_x(best.get('speedup'))}"
+        phrase = f"{category} at batch {batch(best) or '-'}: {_x(best.speedup)}"
         return _Answer(Line(question, YES, shown), phrase, "worth it for", (0, -_speedup(best)))
     if all(v == NOT_WORTH for v in verdicts):
-        phrase = f"{category}: {_x(top.get('speedup'))}"
+        phrase = f"{category}: {_x(top.speedup)}"
         return _Answer(Line(question, NO, shown), phrase, "not for", (2, -_speedup(top)))
-    known = real(top.get("speedup")) is not None
+    known = finite(top.speedup) is not None
     unclear = f"{category}: {_figure(top)}" if known else None
     return _Answer(Line(question, UNKNOWN, shown), unclear, "unclear for", (1, -_speedup(top)))
 
 
 def _context(rows: Sequence[Row]) -> _Answer:
     long = [r for r in rows if _is_long(r)]
-    short = [r for r in rows if _SHORT.search(str(r.get("label") or ""))]
+    short = [r for r in rows if _SHORT.search(r.label)]
     if not long:
         figure = (
             "no long-prompt run measured (label a run 'long prompt', or use the category "
@@ -584,12 +561,12 @@ def _context(rows: Sequence[Row]) -> _Answer:
     parts = []
     for r in sorted(long, key=_speedup):
         text = f"{_figure(r)} behind long prompts ({_name(r)})"
-        pair = next((s for s in short if s.get("nodeid") == r.get("nodeid")), None)
-        pair = pair or (short[0] if short else None)
+        other = next((s for s in short if s.nodeid == r.nodeid), None)
+        other = other or (short[0] if short else None)
         ratio = None
-        if pair is not None:
-            ratio = _speedup(r) / _speedup(pair) if _speedup(pair) > 0 else None
-            text += f" against {_figure(pair)} on short ones"
+        if other is not None:
+            ratio = _speedup(r) / _speedup(other) if _speedup(other) > 0 else None
+            text += f" against {_figure(other)} on short ones"
             if ratio is not None:
                 text += f": {ratio:.2f} of the short-prompt speedup"
         parts.append(text)
@@ -597,19 +574,18 @@ def _context(rows: Sequence[Row]) -> _Answer:
     verdicts = {_verdict(r) for r in long}
     worst = min(long, key=_speedup)
     if verdicts == {WORTH}:
-        phrase = f"holds behind long prompts: {_x(worst.get('speedup'))}"
+        phrase = f"holds behind long prompts: {_x(worst.speedup)}"
         return _Answer(Line(CONTEXT, YES, figure), phrase, order=(4, 0.0))
     if NOT_WORTH in verdicts:
-        phrase = f"not behind long prompts: {_x(worst.get('speedup'))}"
+        phrase = f"not behind long prompts: {_x(worst.speedup)}"
         return _Answer(Line(CONTEXT, NO, figure), phrase, order=(4, 0.0))
     return _Answer(Line(CONTEXT, UNKNOWN, figure))
 
 
 def _is_long(r: Row) -> bool:
-    label = str(r.get("label") or "")
-    if _SHORT.search(label):
+    if _SHORT.search(r.label):
         return False
-    return bool(_LONG.search(label) or _LONG.search(str(r.get("category") or "")))
+    return bool(_LONG.search(r.label) or _LONG.search(r.category))
 
 
 DRAFT_CHOICE = "choice of draft"
@@ -628,7 +604,7 @@ def _draft(rows: Sequence[Row], served: bool) -> _Answer:
     shown = "; ".join(_costs(r) for r in ordered[:3])
     if len(ordered) > 3:
         shown += f"; and {len(ordered) - 3} more"
-    verdicts = [pays(phases(r) or {}, r) for r in ordered]
+    verdicts = [pays(figures, r) for r in ordered if (figures := phases(r)) is not None]
     if True in verdicts:
         return _Answer(Line(DRAFT_CHOICE, YES, shown))
     if all(v is False for v in verdicts):
@@ -642,10 +618,11 @@ def _costs(r: Row) -> str:
     """``test_a: draft proposal 37% of each speculative step (cost ratio 0.12), verification
     pass 1.21 baseline steps; acceptance length 3.40 [3.20-3.60] against break-even 2.10
     [1.90-2.30]`` (and the dominant term where it does not clear it)."""
-    figures = phases(r) or {}
-    proposal = "proposal" if str(r.get("method")) in NO_MODEL else "draft proposal"
-    share, cost = real(figures.get("draft_share")), real(r.get("cost_ratio"))
-    verify = real(figures.get("verify_cost"))
+    figures = phases(r)
+    assert figures is not None
+    proposal = "proposal" if r.method in NO_MODEL else "draft proposal"
+    share, cost = finite(figures.draft_share), finite(r.cost_ratio)
+    verify = finite(figures.verify_cost)
     parts = []
     if share is not None:
         ratio = f" (cost ratio {cost:.2f})" if cost is not None else ""
@@ -657,18 +634,17 @@ def _costs(r: Row) -> str:
     return text + (f" ({why})" if why and pays(figures, r) is False else "")
 
 
-def _break_even_and_measured(figures: Mapping[str, Any]) -> tuple[str, str]:
+def _break_even_and_measured(figures: PhaseSummary) -> tuple[str, str]:
     """``("2.10 [1.90-2.30]", "3.40 [3.20-3.60]")``: the break-even and the measured
     acceptance length, each with its interval."""
     return (
-        with_interval(real(figures.get("break_even_length")),
-                      interval(figures, "break_even_ci"), ".2f"),
-        with_interval(real(figures.get("acceptance_length")),
-                      interval(figures, "acceptance_length_ci"), ".2f"),
+        with_interval(finite(figures.break_even_length), pair(figures.break_even_ci), ".2f"),
+        with_interval(finite(figures.acceptance_length), pair(figures.acceptance_length_ci),
+                      ".2f"),
     )  # fmt: skip
 
 
-def _lengths(figures: Mapping[str, Any], row: Row | None = None) -> str:
+def _lengths(figures: PhaseSummary, row: Row | None = None) -> str:
     """``acceptance length 3.40 [3.20-3.60] against break-even 2.10 [1.90-2.30]``; where the
     step yield differs from the acceptance length, ``yields 1.46 tokens per verify step
     (acceptance length 3.68 [3.50-3.86] counts only the steps with drafts) against break-even
@@ -683,7 +659,7 @@ def _lengths(figures: Mapping[str, Any], row: Row | None = None) -> str:
     return f"acceptance length {measured} against break-even {be}"
 
 
-def _pair(figures: Mapping[str, Any]) -> str:
+def _pair(figures: PhaseSummary) -> str:
     """``2.10 [1.90-2.30] vs 3.40 [3.20-3.60]``: the break-even, then the measured length;
     where the step yield differs from it, ``1.52 [1.45-1.60] vs 1.46 per verify step
     (acceptance length 3.68 [3.50-3.86])``."""
@@ -700,7 +676,7 @@ def _break_even(answer: _Answer, curves: Sequence[_Curve]) -> _Answer:
     texts = []
     for curve in curves:
         at = [
-            f"c={c} (k={p.get('num_speculative_tokens')}) {_pair(figures)}"
+            f"c={c} (k={p.num_speculative_tokens}) {_pair(figures)}"
             for c, p in curve.points
             if (figures := phases(p)) is not None
         ]
@@ -717,33 +693,31 @@ def _break_even(answer: _Answer, curves: Sequence[_Curve]) -> _Answer:
 
 def _choices(
     key: tuple[str, str, str | None],
-    rankings: Sequence[Row],
+    rankings: Sequence[Ranking],
     by_key: Mapping[tuple[str, str], Row],
 ) -> list[_Answer]:
     out = []
     for ranking in rankings:
-        nodeid = str(ranking.get("nodeid", ""))
-        candidates = [c for c in ranking.get("candidates") or [] if isinstance(c, Mapping)]
+        candidates = ranking.candidates
         for place, c in enumerate(candidates, start=1):
-            r = by_key.get((nodeid, str(c.get("name", ""))))
+            r = by_key.get((ranking.nodeid, c.name))
             if r is None or _group(r) != key:
                 continue
             out.append(_choice(ranking, candidates, place, c))
     return out
 
 
-def _choice(ranking: Row, candidates: Sequence[Row], place: int, c: Row) -> _Answer:
-    name, best = str(c.get("name", "")), ranking.get("best")
+def _choice(ranking: Ranking, candidates: Sequence[Candidate], place: int, c: Candidate) -> _Answer:
+    name, best = c.name, ranking.best
     question = f"choice: {name}"
-    test = str(ranking.get("nodeid", "")).rsplit("::", 1)[-1]
+    test = ranking.nodeid.rsplit("::", 1)[-1]
     figure = f"{name} ranks {place} of {len(candidates)} in {test}: {_figure(c)}"
     if best == name:
         return _Answer(Line(question, YES, f"{figure}; the best worth it"))
     if best is None:
         return _Answer(Line(question, UNKNOWN, f"{figure}; no candidate is worth it"))
-    other = next((o for o in candidates if o.get("name") == best), {})
+    other = next((o for o in candidates if o.name == best), None)
     figure += f"; best: {best} {_figure(other)}"
-    top = candidates[0] if candidates else {}
-    if c.get("tied") or (top.get("name") == name):
+    if c.tied or candidates[0].name == name:
         return _Answer(Line(question, UNKNOWN, f"{figure} (within the 95% interval)"))
     return _Answer(Line(question, NO, figure))

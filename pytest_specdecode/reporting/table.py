@@ -1,8 +1,11 @@
-"""The summary table; works on result dicts, outside pytest too (e.g. on a saved report)."""
+"""The summary table and the lines beside it; works on the typed report model
+(:class:`~pytest_specdecode.baselines.report.Report` and what it holds), outside pytest too
+(e.g. on a saved report read with ``Report.from_dict``)."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -10,9 +13,14 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..baselines.report import ReportEntry
 from ..figure_table import figure, header, real
+from ..measure.choice import Ranking
+from ..measure.equivalence import DistributionCheck
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, LoadSummary, rate_text
+from ..measure.result import Result
+from ..measure.sweep import Sweep
 from .checklist import spread
 from .phases import SERVED, phase_line, phases
 
@@ -87,37 +95,45 @@ HEADERS = (
 )
 
 
-def label(row: Mapping[str, Any]) -> str:
-    """How a result is named in tables and charts: the test's name and the run's label."""
-    nodeid = str(row.get("nodeid", ""))
-    name = nodeid.rsplit("::", 1)[-1]
-    return f"{name} [{row['label']}]" if row.get("label") else name
+def label(row: ReportEntry | Result | LoadResult) -> str:
+    """How a result (or a load test) is named in tables and charts: the test's name and the
+    run's label."""
+    named = row.result if isinstance(row, ReportEntry) else row
+    name = named.nodeid.rsplit("::", 1)[-1]
+    return f"{name} [{named.label}]" if named.label else name
+
+
+def _known(value: Any) -> Any:
+    """A figure of the typed model as its dict form has it: a non-finite number (unknown) as
+    None."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _num(value: Any, fmt: str) -> str:
+    value = _known(value)
     if value is None:
         return "-"
     if real(value) is not None:
         return format(value, fmt)
-    return str(value)  # a file written by hand: show it as it is
+    return str(value)
 
 
-def _cell(r: Mapping[str, Any], name: str) -> str:
+def _cell(r: Result, name: str) -> str:
     """A result's (or candidate's) figure in the table's format for it; with its 95% interval
     and unit where it has an interval (``1.80x [1.76-1.83]``)."""
     row = figure(name)
-    text = _num(row.read(r), row.cell_fmt)
+    text = _num(row.attribute(r), row.cell_fmt)
     if row.ci is None:
         return text
-    low, high = r.get(row.ci) or (None, None)
+    low, high = getattr(r, row.ci) or (None, None)
     return f"{text}{row.unit} [{_num(low, row.cell_fmt)}-{_num(high, row.cell_fmt)}]"
 
 
-def gate(row: Mapping[str, Any]) -> str:
+def gate(row: ReportEntry) -> str:
     """The result's gate outcome: ``inconclusive``, ``pass``, ``FAIL``, or ``?`` (no gate)."""
-    if row.get("inconclusive"):
+    if row.result.inconclusive:
         return "inconclusive"
-    passed = row.get("passed")
+    passed = row.outcome.passed
     return "?" if passed is None else ("pass" if passed else "FAIL")
 
 
@@ -126,30 +142,31 @@ def gate(row: Mapping[str, Any]) -> str:
 HIDDEN_NOTES = frozenset({"memory"})
 
 
-def _notes(row: Mapping[str, Any]) -> str:
-    notes = (row.get("notes") or {}).items()
+def _notes(result: Result) -> str:
+    notes = (result.notes or {}).items()
     return ", ".join(f"{k}={v}" for k, v in notes if k not in HIDDEN_NOTES)
 
 
-def _spread(row: Mapping[str, Any]) -> str:
+def _spread(result: Result) -> str:
     """The per-prompt acceptance lengths' p10/p50/p90, or "" when the result has none."""
-    values = spread(row.get("request_acceptance") or [])
+    values = spread(result.request_acceptance or [])
     return "" if values is None else "{:.2f}/{:.2f}/{:.2f}".format(*values)
 
 
-def rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    """One table row per result dict (``Result.to_dict()`` or a report entry)."""
+def rows(results: Iterable[ReportEntry]) -> list[list[str]]:
+    """One table row per report entry."""
     out = []
     for r in results:
         out.append([printable(cell) for cell in _cells(r)])
     return out
 
 
-def _cells(r: Mapping[str, Any]) -> list[str]:
+def _cells(entry: ReportEntry) -> list[str]:
+    r = entry.result
     return [
         label(r),
-        str(r.get("category", "")),
-        f"{r.get('method')} ({r.get('num_speculative_tokens')})",
+        r.category,
+        f"{r.method} ({r.num_speculative_tokens})",
         _cell(r, "baseline_tokens_per_second"),
         _cell(r, "speculative_tokens_per_second"),
         _cell(r, "speedup"),
@@ -159,9 +176,9 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
         _cell(r, "alpha"),
         _cell(r, "efficiency"),
         _cell(r, "match_rate"),
-        str(r.get("mode", "")),
-        str(r.get("verdict") or "-"),
-        gate(r),
+        r.mode,
+        r.verdict or "-",
+        gate(entry),
         _notes(r),
     ]
 
@@ -170,7 +187,7 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
 OPTIONAL = ((8, "accept len p10/p50/p90"), (15, "notes"))
 
 
-def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> str:
+def render(results: Iterable[ReportEntry], tablefmt: str = "simple") -> str:
     """The summary table as text (``tablefmt="github"`` gives Markdown). The per-prompt
     acceptance length spread and a ``notes`` column appear when any result has them."""
     table = rows(results)
@@ -185,7 +202,7 @@ def render(results: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> st
     return _tabulate(table, headers, tablefmt)
 
 
-def render_with_phases(results: Sequence[Mapping[str, Any]], *, served: bool = False) -> list[str]:
+def render_with_phases(results: Sequence[ReportEntry], *, served: bool = False) -> list[str]:
     """The summary table with each result's phase line under its row (:func:`phase_line
     <pytest_specdecode.reporting.phases.phase_line>`); when no result has phase figures, the
     table alone, and for served engines one line under it that says they have none."""
@@ -203,7 +220,7 @@ def render_with_phases(results: Sequence[Mapping[str, Any]], *, served: bool = F
     return ["\n".join(out)]
 
 
-def phase_markdown(results: Sequence[Mapping[str, Any]], *, served: bool = False) -> list[str]:
+def phase_markdown(results: Sequence[ReportEntry], *, served: bool = False) -> list[str]:
     """The phase lines as a Markdown list, one item per result; when no result has phase
     figures, nothing, or for served engines a line that says they have none."""
     if not any(phases(r) is not None for r in results):
@@ -223,66 +240,60 @@ RANKING_HEADERS = (
 )  # fmt: skip
 
 
-def ranking_rows(ranking: Mapping[str, Any]) -> list[list[str]]:
-    """One row per candidate of a ranking dict (``Ranking.to_dict()``), fastest first; the
-    last cell marks the best one and those tied with the fastest."""
+def ranking_rows(ranking: Ranking) -> list[list[str]]:
+    """One row per candidate of a ranking, fastest first; the last cell marks the best one
+    and those tied with the fastest."""
     out = []
-    for place, c in enumerate(ranking.get("candidates") or [], start=1):
-        best, tied = c.get("name") == ranking.get("best"), bool(c.get("tied"))
-        marks = ["best"] * best + ["tied"] * tied
+    best = ranking.best
+    for place, c in enumerate(ranking.candidates, start=1):
+        r = c.result
+        marks = ["best"] * (c.name == best) + ["tied"] * c.tied
         cells = [
             str(place),
-            str(c.get("name", "")),
-            f"{c.get('method')} ({c.get('num_speculative_tokens')})",
-            _cell(c, "speedup"),
-            _cell(c, "acceptance_rate"),
-            _cell(c, "mean_acceptance_length"),
-            _cell(c, "alpha"),
-            _cell(c, "cost_ratio"),
-            _cell(c, "extra_memory_gib"),
-            str(c.get("verdict") or "-"),
+            c.name,
+            f"{r.method} ({r.num_speculative_tokens})",
+            _cell(r, "speedup"),
+            _cell(r, "acceptance_rate"),
+            _cell(r, "mean_acceptance_length"),
+            _cell(r, "alpha"),
+            _cell(r, "cost_ratio"),
+            _cell(r, "extra_memory_gib"),
+            r.verdict or "-",
             ", ".join(marks),
         ]
         out.append([printable(cell) for cell in cells])
     return out
 
 
-def ranking_line(ranking: Mapping[str, Any]) -> str:
+def ranking_line(ranking: Ranking) -> str:
     """One line: the candidates in order, ties marked, and the choice (as
     ``Ranking.summary()`` says it)."""
     figures = []
-    for c in ranking.get("candidates") or []:
-        low, high = c.get("speedup_ci") or (None, None)
+    for c in ranking.candidates:
+        low, high = c.speedup_ci
         figures.append(
-            f"{c.get('name')} {_num(c.get('speedup'), '.2f')}x ({_num(low, '.2f')}-"
-            f"{_num(high, '.2f')}x)" + (" (tied)" if c.get("tied") else "")
+            f"{c.name} {_num(c.speedup, '.2f')}x ({_num(low, '.2f')}-"
+            f"{_num(high, '.2f')}x)" + (" (tied)" if c.tied else "")
         )
-    best = ranking.get("best")
-    choice = f"best: {best}" if best is not None else str(ranking.get("reason") or "no best")
-    return printable(f"{ranking.get('nodeid')}: draft ranking: {', '.join(figures)}; {choice}")
+    best = ranking.best
+    choice = f"best: {best}" if best is not None else (ranking.reason or "no best")
+    return printable(f"{ranking.nodeid}: draft ranking: {', '.join(figures)}; {choice}")
 
 
-def sweep_line(sweep: Mapping[str, Any]) -> str:
+def sweep_line(sweep: Sweep) -> str:
     """One line: the best k per concurrency and the crossover (as ``Sweep.summary()`` says
-    it), from a sweep dict."""
-    points = {
-        (p.get("num_speculative_tokens"), p.get("concurrency")): p
-        for p in sweep.get("points") or []
-    }
-    best_k = sorted((int(c), k) for c, k in (sweep.get("best_k") or {}).items())
+    it)."""
     best = ", ".join(
-        f"c={c}: k={k} ({_num((points.get((k, c)) or {}).get('speedup'), '.2f')}x)"
-        for c, k in best_k
+        f"c={c}: k={k} ({_num(r.speedup, '.2f')}x)" for c, (k, r) in sorted(sweep.best_k().items())
     )
-    crossover = sweep.get("crossover")
+    crossover = sweep.crossover()
     tail = (
         f"speedup's interval drops below 1.0 at concurrency {crossover}"
         if crossover is not None
         else "no crossover: speculation still pays at concurrency "
-        + str(max((c for _, c in points), default="-"))
+        + str(max(sweep.concurrencies, default="-"))
     )
-    name = f"{sweep.get('nodeid')}" + (f"[{sweep['label']}]" if sweep.get("label") else "")
-    return printable(f"{name}: best k per concurrency: {best}; {tail}")
+    return printable(f"{sweep.name}: best k per concurrency: {best}; {tail}")
 
 
 def _interval(value: float | None, ci: Sequence[float] | None) -> str:
@@ -302,16 +313,14 @@ SCHEDULE_HEADERS = (
 )  # fmt: skip
 
 
-def schedule_rows(schedule: Mapping[str, Any]) -> list[list[str]]:
-    """One row per concurrency a sweep measured, from a schedule dict
-    (``KSchedule.to_dict()``): the batch-size range that runs its choice ("in a gap" where a
-    hand-edited schedule's ranges leave it out), the k chosen there
-    (0: speculation off, the target alone), that k's speedup and the best k's, each with its
-    95% interval."""
-    parsed = KSchedule.from_dict(schedule)
+def schedule_rows(schedule: KSchedule) -> list[list[str]]:
+    """One row per concurrency a sweep measured, from its k schedule (``Sweep.schedule()``):
+    the batch-size range that runs its choice ("in a gap" where the ranges leave it out), the
+    k chosen there (0: speculation off, the target alone), that k's speedup and the best
+    k's, each with its 95% interval."""
     out = []
-    for choice in parsed.choices:
-        held = [f"{s}-{e}" if s != e else str(s) for s, e, _ in parsed.entries
+    for choice in schedule.choices:
+        held = [f"{s}-{e}" if s != e else str(s) for s, e, _ in schedule.entries
                 if s <= choice.concurrency <= e]  # fmt: skip
         cells = [
             held[0] if held else "in a gap",
@@ -325,24 +334,23 @@ def schedule_rows(schedule: Mapping[str, Any]) -> list[list[str]]:
     return out
 
 
-def render_schedule(schedule: Mapping[str, Any], tablefmt: str = "simple") -> str:
+def render_schedule(schedule: KSchedule, tablefmt: str = "simple") -> str:
     """A sweep's k schedule as a table (:func:`schedule_rows`)."""
     return _tabulate(schedule_rows(schedule), SCHEDULE_HEADERS, tablefmt)
 
 
-def schedule_line(schedule: Mapping[str, Any]) -> str:
+def schedule_line(schedule: KSchedule) -> str:
     """Which k at which batch size (as ``KSchedule.summary()`` says it)."""
-    parsed = KSchedule.from_dict(schedule)
-    return printable(f"{parsed.nodeid}: {parsed.summary()}")
+    return printable(f"{schedule.nodeid}: {schedule.summary()}")
 
 
-def speculative_config_json(schedule: Mapping[str, Any]) -> str:
+def speculative_config_json(schedule: KSchedule) -> str:
     """The schedule's speculative config as one line of JSON, for
     ``vllm serve --speculative-config`` or ``vllm.LLM(speculative_config=json.loads(...))``."""
-    return json.dumps(KSchedule.from_dict(schedule).speculative_config)
+    return json.dumps(schedule.speculative_config)
 
 
-def config_line(schedule: Mapping[str, Any]) -> str:
+def config_line(schedule: KSchedule) -> str:
     """``--speculative-config '<json>'``, quoted for a shell."""
     return printable(f"--speculative-config {shlex.quote(speculative_config_json(schedule))}")
 
@@ -353,13 +361,12 @@ CHECK_HEADERS = (
 )  # fmt: skip
 
 
-def check_rows(check: Mapping[str, Any]) -> list[list[str]]:
-    """One row per concurrency checked, from a schedule check dict
-    (``ScheduleCheck.to_dict()``): the scheduled k and the best fixed k, each one's speedup
-    over the baseline with its 95% interval (``-``: not run, as where the schedule is off),
-    and whether the schedule holds there."""
+def check_rows(check: ScheduleCheck) -> list[list[str]]:
+    """One row per concurrency checked, from a schedule check: the scheduled k and the best
+    fixed k, each one's speedup over the baseline with its 95% interval (``-``: not run, as
+    where the schedule is off), and whether the schedule holds there."""
     out = []
-    for row in ScheduleCheck.from_dict(check).rows:
+    for row in check.rows:
         cells = [
             str(row.concurrency),
             _k(row.scheduled_k),
@@ -372,26 +379,30 @@ def check_rows(check: Mapping[str, Any]) -> list[list[str]]:
     return out
 
 
-def render_check(check: Mapping[str, Any], tablefmt: str = "simple") -> str:
+def render_check(check: ScheduleCheck, tablefmt: str = "simple") -> str:
     """A schedule check as a table (:func:`check_rows`)."""
     return _tabulate(check_rows(check), CHECK_HEADERS, tablefmt)
 
 
-def check_line(check: Mapping[str, Any]) -> str:
+def check_line(check: ScheduleCheck) -> str:
     """Whether the schedule holds against the best fixed k, per concurrency (as
     ``ScheduleCheck.summary()`` says it)."""
-    return printable(ScheduleCheck.from_dict(check).summary())
+    return printable(check.summary())
 
 
-def schedule_lines(
-    sweeps: Iterable[Mapping[str, Any]], checks: Iterable[Mapping[str, Any]]
-) -> list[str]:
+def schedule_of(sweep: Sweep) -> KSchedule | None:
+    """The sweep's k schedule (``Sweep.schedule()``); None for a sweep that measured
+    nothing."""
+    return sweep.schedule() if sweep.points else None
+
+
+def schedule_lines(sweeps: Iterable[Sweep], checks: Iterable[ScheduleCheck]) -> list[str]:
     """Each sweep's schedule (its line, table and the config to paste), then each schedule
     check (its verdict line and table)."""
     lines = []
     for sweep in sweeps:
-        schedule = sweep.get("schedule")
-        if schedule:
+        schedule = schedule_of(sweep)
+        if schedule is not None:
             lines += [
                 f"schedule {schedule_line(schedule)}",
                 render_schedule(schedule),
@@ -402,15 +413,14 @@ def schedule_lines(
     return lines
 
 
-def distribution_line(check: Mapping[str, Any]) -> str:
-    """One line for a ``sample_equivalence`` check dict: same distribution or not, its
-    p-value against alpha, the rule and the samples behind it."""
-    p, alpha = check.get("p_value"), check.get("alpha")
-    same = "same distribution" if check.get("passed") else "DIFFERENT distributions"
+def distribution_line(check: DistributionCheck) -> str:
+    """One line for a ``sample_equivalence`` check: same distribution or not, its p-value
+    against alpha, the rule and the samples behind it."""
+    same = "same distribution" if check.passed else "DIFFERENT distributions"
     return printable(
-        f"{check.get('nodeid')}: {same} at temperature {_num(check.get('temperature'), 'g')}: "
-        f"p={_num(p, '.3g')} (alpha {_num(alpha, 'g')}; {check.get('rule')}; "
-        f"{check.get('samples_per_engine')} samples of {check.get('tokens')} tokens per engine)"
+        f"{check.nodeid}: {same} at temperature {_num(check.temperature, 'g')}: "
+        f"p={_num(check.p_value, '.3g')} (alpha {_num(check.alpha, 'g')}; {check.rule}; "
+        f"{check.samples_per_engine} samples of {check.tokens} tokens per engine)"
     )
 
 
@@ -435,18 +445,17 @@ def _sides(base: LoadSummary, spec: LoadSummary, figure: str, q: int = 50) -> st
     return f"{_fixed(ms[0], '.1f')} -> {_fixed(ms[1], '.1f')}"
 
 
-def load_rows(loads: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    """One row per load test and arrival rate, from load dicts (``LoadResult.to_dict()``):
-    p50 and p99 TPOT, p50 TTFT (each ``baseline -> speculative``, ms), the TPOT gain with its
-    95% interval, goodput (req/s under the SLO; ``-`` without one) and whether it pays."""
+def load_rows(loads: Iterable[LoadResult]) -> list[list[str]]:
+    """One row per load test and arrival rate: p50 and p99 TPOT, p50 TTFT (each ``baseline ->
+    speculative``, ms), the TPOT gain with its 95% interval, goodput (req/s under the SLO;
+    ``-`` without one) and whether it pays."""
     out = []
-    for data in loads:
-        load = LoadResult.from_dict(data)
+    for load in loads:
         for p in load.points:
             low, high = p.tpot_speedup_ci
             b, s = p.baseline, p.speculative
             cells = [
-                label(data),
+                label(load),
                 rate_text(p.rate),
                 _sides(b, s, "tpot"),
                 _sides(b, s, "tpot", 99),
@@ -461,7 +470,7 @@ def load_rows(loads: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     return out
 
 
-def render_loads(loads: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -> str:
+def render_loads(loads: Iterable[LoadResult], tablefmt: str = "simple") -> str:
     """The load table (:func:`load_rows`); the goodput column appears when some load test
     set an SLO."""
     table = load_rows(loads)
@@ -472,17 +481,16 @@ def render_loads(loads: Iterable[Mapping[str, Any]], tablefmt: str = "simple") -
     return _tabulate(table, headers, tablefmt)
 
 
-def load_line(data: Mapping[str, Any]) -> str:
+def load_line(load: LoadResult) -> str:
     """One line per load test: where speculation stops paying (as ``LoadResult.summary()``
     says it) and the SLO behind the goodput."""
-    load = LoadResult.from_dict(data)
     slo = ", ".join(f"{key.removesuffix('_ms')} {ms:g} ms" for key, ms in load.slo.items())
     under = f" (SLO: {slo})" if slo else ""
     return printable(f"{load.key}{under}: {load.traffic_line()}")
 
 
-def render_ranking(ranking: Mapping[str, Any], tablefmt: str = "simple") -> str:
-    """A ranking dict as a table, one row per candidate."""
+def render_ranking(ranking: Ranking, tablefmt: str = "simple") -> str:
+    """A ranking as a table, one row per candidate."""
     return _tabulate(ranking_rows(ranking), RANKING_HEADERS, tablefmt)
 
 
@@ -575,17 +583,18 @@ SCHEDULE_LEGEND = (
 
 
 def summary_lines(
-    results: Sequence[Mapping[str, Any]],
-    sweeps: Iterable[Mapping[str, Any]],
-    checks: Iterable[Mapping[str, Any]],
-    rankings: Iterable[Mapping[str, Any]],
+    results: Sequence[ReportEntry],
+    sweeps: Iterable[Sweep],
+    checks: Iterable[DistributionCheck],
+    rankings: Iterable[Ranking],
     session: Mapping[str, Any],
-    loads: Sequence[Mapping[str, Any]] = (),
-    schedule_checks: Sequence[Mapping[str, Any]] = (),
+    loads: Sequence[LoadResult] = (),
+    schedule_checks: Sequence[ScheduleCheck] = (),
     *,
     served: bool = False,
 ) -> list[str]:
-    """The speculative-decoding summary above its checklist, from report dicts: the results
+    """The speculative-decoding summary above its checklist, from the typed report model (the
+    session as its dict): the results
     table with each result's phase line under its row (``served``: the engines were served
     ones, which have no phase figures), a line per sweep, each sweep's k schedule (line,
     table, the config to paste) and each schedule check (verdict, table), the load table with
