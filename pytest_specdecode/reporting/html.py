@@ -177,12 +177,6 @@ def _interval(value: float, ci: tuple[float, float]) -> tuple[float, float]:
     return (value if math.isnan(low) else low), (value if math.isnan(high) else high)
 
 
-def _name(nodeid: str, label_: str) -> str:
-    """A test's name (its node id after the last ``::``) and ``[label]`` after it."""
-    name = nodeid.rsplit("::", 1)[-1]
-    return f"{name} [{label_}]" if label_ else name
-
-
 @_literal
 def speedup_chart(entries: Sequence[ReportEntry]) -> str:
     """Speedup per result with its 95% interval, top to bottom in the order of the results
@@ -522,7 +516,7 @@ def load_chart(load: LoadResult) -> str:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("arrival rate (requests per second)")
     ax.set_ylabel("TPOT (ms per output token)")
-    ax.set_title(f"{_name(load.nodeid, load.label)}: TPOT against arrival rate")
+    ax.set_title(f"{label(load)}: TPOT against arrival rate")
     ax.legend(fontsize=8, loc="best")
     return _svg(fig)
 
