@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.__main__ import main as cli_main
+from pytest_specdecode.measure.sweep import Sweep
 
 from .fakes import use_fake
 
@@ -246,18 +247,26 @@ def test_load_positions_put_all_at_once_at_the_right_end() -> None:
     assert load_positions([1.0, math.inf]) == ([1.0, 1.3], False)
 
 
+def _page(**products: Any) -> str:
+    """The page of a report with no results and ``products`` (lists of their dicts), read as
+    a report file is: once, into the typed objects."""
+    from pytest_specdecode.baselines.report import Report
+    from pytest_specdecode.reporting.html import render_html
+
+    data = {"format_version": 1, "results": [], "environment": {}, **products}
+    return render_html(Report.from_dict(data, "test"))
+
+
 def _load_section(page: str, key: str) -> str:
     return page.split(f"<h2>Under load: {key}</h2>", 1)[1]
 
 
 def test_load_section_has_the_line_the_table_and_the_chart_with_the_crossover() -> None:
-    from pytest_specdecode.reporting.html import render_html
-
     from .load_reports import CROSSING, PAYING, load_dict
 
     crossing = load_dict(CROSSING, slo={"tpot_ms": 30})
     paying = load_dict(PAYING, label="ngram")
-    page = render_html({"results": [], "loads": [crossing, paying]})
+    page = _page(loads=[crossing, paying])
     assert page.count("<svg") == 2 and "<script" not in page
     first = _load_section(page, "suite/test_load.py::test_traffic")
     first = first.split("<h2>", 1)[0]
@@ -277,9 +286,7 @@ def test_load_section_has_the_line_the_table_and_the_chart_with_the_crossover() 
 
 
 def test_no_load_section_without_loads() -> None:
-    from pytest_specdecode.reporting.html import render_html
-
-    page = render_html({"results": []})
+    page = _page()
     assert "Under load" not in page and "id='load-" not in page and "<svg" not in page
 
 
@@ -297,13 +304,11 @@ def test_cli_renders_a_saved_load_report(tmp_path: Path) -> None:
 
 # --- k schedules and their checks ------------------------------------------------------------
 def test_schedule_and_check_sections_have_their_tables_the_config_and_the_chart() -> None:
-    from pytest_specdecode.reporting.html import render_html
     from pytest_specdecode.reporting.table import SCHEDULE_LEGEND
 
     from .schedule_reports import FELL_SHORT, NODEID, check, check_dict, sweep_dict
 
-    page = render_html({"results": [], "sweeps": [sweep_dict()],
-                        "schedule_checks": [check_dict(FELL_SHORT)]})  # fmt: skip
+    page = _page(sweeps=[sweep_dict()], schedule_checks=[check_dict(FELL_SHORT)])
     sweep = page.split(f"<h2>Sweep: {NODEID}</h2>", 1)[1].split("<h2>", 1)[0]
     head = f"<h3>Which k at which batch size</h3><p>{NODEID}: k=4 at batch 1, k=2 up to 8, "
     assert head in sweep
@@ -333,11 +338,13 @@ def test_schedule_and_check_sections_have_their_tables_the_config_and_the_chart(
 
 
 def test_no_schedule_section_for_a_sweep_without_one() -> None:
-    from pytest_specdecode.reporting.html import render_html
+    """A sweep that measured nothing has no schedule (every other sweep has one: the report
+    model derives it from the points)."""
     from pytest_specdecode.reporting.table import SCHEDULE_LEGEND
 
-    from .schedule_reports import sweep_dict
+    from .schedule_reports import NODEID, as_read
 
-    page = render_html({"results": [], "sweeps": [{**sweep_dict(), "schedule": None}]})
+    page = _page(sweeps=[as_read(Sweep(NODEID).to_dict())])
+    assert f"<h2>Sweep: {NODEID}</h2>" in page
     assert "Which k at which batch size" not in page and "Schedule check" not in page
     assert "<pre" not in page and html.escape(SCHEDULE_LEGEND) not in page

@@ -1,8 +1,9 @@
 """One self-contained HTML file: the table, the verdicts, and charts drawn with matplotlib.
 
 Charts are embedded as inline SVG, so the file works offline with no external script. It is
-rendered from a report dict (the ``--specdecode-report`` format), so it can be made after the
-fact: ``python -m pytest_specdecode html report.json report.html``. matplotlib is the optional
+rendered from a :class:`~pytest_specdecode.baselines.report.Report` (a ``--specdecode-report``
+file read with ``Report.from_dict``), so it can be made after the fact:
+``python -m pytest_specdecode html report.json report.html``. matplotlib is the optional
 extra ``pytest-specdecode[html]``.
 
 Text from the report is drawn as written: matplotlib's math text is off (a ``$`` in a label is a
@@ -20,13 +21,18 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, is_dataclass, replace
 from datetime import UTC
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
+from ..baselines.report import Report, ReportEntry
 from ..errors import ConfigError
 from ..figure_table import finite
-from ..measure.kschedule import ScheduleCheck
+from ..measure.choice import Ranking
+from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, rate_text
+from ..measure.phases import StepFigures
+from ..measure.sweep import Sweep
 from .checklist import Checklist, checklists
 from .phases import (
     NOT_RECORDED,
@@ -37,9 +43,6 @@ from .phases import (
     explanation,
     ms,
     phase_line,
-    phase_ms,
-    phases,
-    step,
     step_yield,
 )
 from .table import (
@@ -168,31 +171,31 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def _category_label(result: Mapping[str, Any]) -> str:
-    return f"{result['category']}: {label(result)}"
+def _interval(value: float, ci: tuple[float, float]) -> tuple[float, float]:
+    """``ci`` with an unknown end (``nan``) at ``value``."""
+    low, high = ci
+    return (value if math.isnan(low) else low), (value if math.isnan(high) else high)
 
 
 @_literal
-def speedup_chart(results: Sequence[Mapping[str, Any]]) -> str:
+def speedup_chart(entries: Sequence[ReportEntry]) -> str:
     """Speedup per result with its 95% interval, top to bottom in the order of the results
     table, coloured by category (a legend names them)."""
     plt = _pyplot()
+    results = [e.result for e in entries]
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(results) + 1.6))
-    categories = list(dict.fromkeys(str(r["category"]) for r in results))
+    categories = list(dict.fromkeys(r.category for r in results))
     colours = {c: f"C{i % 10}" for i, c in enumerate(categories)}
     for y, r in enumerate(results):
-        low, high = r["speedup_ci"] or (None, None)
-        low = r["speedup"] if low is None else low
-        high = r["speedup"] if high is None else high
-        below, above = _error_bars(r["speedup"], low, high)
+        below, above = _error_bars(r.speedup, *_interval(r.speedup, r.speedup_ci))
         ax.errorbar(
-            r["speedup"], y, xerr=[[below], [above]], fmt="o",
-            color=colours[str(r["category"])], capsize=3, markersize=5,
+            r.speedup, y, xerr=[[below], [above]], fmt="o",
+            color=colours[r.category], capsize=3, markersize=5,
         )  # fmt: skip
     ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
-    ax.set_yticks(range(len(results)), [label(r) for r in results], fontsize=9)
+    ax.set_yticks(range(len(results)), [label(e) for e in entries], fontsize=9)
     for tick, r in zip(ax.get_yticklabels(), results, strict=True):
-        tick.set_color(colours[str(r["category"])])
+        tick.set_color(colours[r.category])
     ax.set_ylim(len(results) - 0.5, -0.5)  # the first result at the top, as in the table
     ax.grid(axis="x", color="#eee")
     ax.set_xlabel("speedup (speculative / baseline tokens per second), 95% interval")
@@ -211,15 +214,15 @@ _MAX_LINES = 4
 
 
 @_literal
-def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
+def acceptance_chart(entries: Sequence[ReportEntry]) -> str:
     """Share of drafts accepted at each speculative position: a small panel per category, on
     one scale; a panel with up to four results draws each (named in its legend), one with more
     draws them thin and grey under their mean."""
     plt = _pyplot()
-    by_category: dict[str, list[Mapping[str, Any]]] = {}
-    for r in results:
-        if r.get("acceptance_per_position"):
-            by_category.setdefault(str(r["category"]), []).append(r)
+    by_category: dict[str, list[ReportEntry]] = {}
+    for e in entries:
+        if e.result.acceptance_per_position:
+            by_category.setdefault(e.result.category, []).append(e)
     if not by_category:
         fig, ax = plt.subplots(figsize=(6, 1.2))
         ax.axis("off")
@@ -232,10 +235,10 @@ def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
     for ax in axes.flat[len(by_category) :]:
         ax.axis("off")
     for ax, (category, mine) in zip(axes.flat, by_category.items(), strict=False):
-        curves = [list(r["acceptance_per_position"]) for r in mine]
+        curves = [list(e.result.acceptance_per_position) for e in mine]
         if len(mine) <= _MAX_LINES:
-            for i, (r, ys) in enumerate(zip(mine, curves, strict=True)):
-                name = str(r.get("label") or label(r))
+            for i, (e, ys) in enumerate(zip(mine, curves, strict=True)):
+                name = e.result.label or label(e)
                 ax.plot(range(1, len(ys) + 1), ys, marker="o", color=f"C{i}", label=name)
             ax.legend(fontsize=7, loc="lower left", frameon=False)
         else:
@@ -263,18 +266,15 @@ def acceptance_chart(results: list[Mapping[str, Any]]) -> str:
 
 
 @_literal
-def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
+def sweep_charts(sweep: Sweep) -> list[str]:
     """Speedup with its 95% interval against k (a line per concurrency) and against
     concurrency (a line per k, ticks at the measured concurrencies)."""
     plt = _pyplot()
     by_c: dict[int, list[tuple[int, float, float, float]]] = defaultdict(list)
     by_k: dict[int, list[tuple[int, float, float, float]]] = defaultdict(list)
-    for p in sweep["points"]:
-        speedup = p["speedup"]
-        low, high = p.get("speedup_ci") or (None, None)
-        below, above = _error_bars(speedup, speedup if low is None else low,
-                                   speedup if high is None else high)  # fmt: skip
-        k, c = p["num_speculative_tokens"], p["concurrency"]
+    for k, c, result in sweep.points:
+        speedup = result.speedup
+        below, above = _error_bars(speedup, *_interval(speedup, result.speedup_ci))
         by_c[c].append((k, speedup, below, above))
         by_k[k].append((c, speedup, below, above))
     charts = []
@@ -295,7 +295,7 @@ def sweep_charts(sweep: Mapping[str, Any]) -> list[str]:
             ax.set_xticks(xs_all, [str(x) for x in xs_all])
         ax.set_xlabel(xlabel)
         ax.set_ylabel("speedup, 95% interval")
-        name = str(sweep["nodeid"]).rsplit("::", 1)[-1]
+        name = sweep.nodeid.rsplit("::", 1)[-1]
         ax.set_title(f"{name}: speedup against {xlabel.split(' (')[0]}", fontsize=10)
         ax.legend(fontsize=8)
         charts.append(_svg(fig))
@@ -312,12 +312,12 @@ def _concurrency_axis(ax: Any, concurrencies: Sequence[int]) -> None:
     ax.set_xticks(measured, [str(c) for c in measured])
 
 
-def break_even_chart(sweep: Mapping[str, Any]) -> str:
+def break_even_chart(sweep: Sweep) -> str:
     """:func:`break_even_figure` as inline SVG."""
     return _svg(break_even_figure(sweep))
 
 
-def break_even_figure(sweep: Mapping[str, Any]) -> Any:
+def break_even_figure(sweep: Sweep) -> Any:
     """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
     step / baseline decode step) against concurrency with its 95% interval (solid), and the
     measured acceptance length with its interval (dashed, same colour); speculation pays where
@@ -350,14 +350,14 @@ def break_even_figure(sweep: Mapping[str, Any]) -> Any:
     ax.set_xlabel("concurrency (requests in flight)", fontsize=12)
     ax.set_ylabel("tokens per verification step", fontsize=12)
     ax.tick_params(labelsize=11)
-    ax.set_title(f"{str(sweep.get('nodeid')).rsplit('::', 1)[-1]}: break-even against "
+    ax.set_title(f"{sweep.nodeid.rsplit('::', 1)[-1]}: break-even against "
                  "concurrency", fontsize=12)  # fmt: skip
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
               frameon=False)  # fmt: skip
     return fig
 
 
-def _sweep_break_even(index: int, sweep: Mapping[str, Any], served: bool) -> list[str]:
+def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
     """The sweep's break-even chart, or a line saying it has no phase figures."""
     if not break_even_points(sweep):
         why = SERVED if served else NOT_RECORDED
@@ -384,12 +384,12 @@ def _legend() -> str:
     return f"<div class='legend' id='phase-legend'>{items}{mark}</div>"
 
 
-def _bar(name: str, figures: Mapping[str, Any], scale: float, mark: float | None) -> str:
+def _bar(name: str, figures: StepFigures, scale: float, mark: float | None) -> str:
     """One engine's decode step as a stacked bar, a segment per phase (title: its ms)."""
-    total = phase_ms(figures, "step")
+    total = figures.step_ms
     segments = []
     for phase, colour in PHASE_COLOURS.items():
-        value = phase_ms(figures, phase) or 0.0
+        value = figures.ms(phase) or 0.0
         if value <= 0 or total is None:
             continue
         width = 100 * value / scale
@@ -411,46 +411,46 @@ def _bar(name: str, figures: Mapping[str, Any], scale: float, mark: float | None
     )
 
 
-def phase_chart(result: Mapping[str, Any]) -> str:
+def phase_chart(entry: ReportEntry) -> str:
     """A result's baseline decode step against its speculative decode step, stacked by phase
     in ms on one scale, with the break-even mark (the baseline step times the tokens each
     speculative step yields, or the measured acceptance length where the steps were not
     counted) on the speculative bar; its phase line and the prefill steps below.
     HTML and CSS only: it reflows at any width. Empty when the result has no phase figures."""
-    figures = phases(result)
+    figures = entry.result.phases
     if figures is None:
         return ""
-    base, spec = step(figures, "baseline"), step(figures, "speculative")
-    base_ms, spec_ms = phase_ms(base, "step"), phase_ms(spec, "step")
-    accepted = step_yield(figures, result)
+    base, spec = figures.baseline.decode, figures.speculative.decode
+    base_ms, spec_ms = base.step_ms, spec.step_ms
+    accepted = step_yield(figures, entry)
     if accepted is None:
-        accepted = finite(figures.get("acceptance_length"))
+        accepted = finite(figures.acceptance_length)
     mark = None if base_ms is None or accepted is None else base_ms * accepted
     longest = max([v for v in (base_ms, spec_ms, mark) if v is not None] or [1.0])
     scale = longest / 0.8 if longest > 0 else 1.0  # the longest takes 80%: room for its label
     prefill = "; ".join(
-        f"{name} {ms(phase_ms(step(figures, side, 'prefill'), 'step'))} ms per step "
-        f"({finite(step(figures, side, 'prefill').get('steps')) or 0:g} per round)"
-        for name, side in (("baseline", "baseline"), ("speculative", "speculative"))
+        f"{side} {ms(steps.prefill.step_ms)} ms per step "
+        f"({finite(steps.prefill.steps) or 0:g} per round)"
+        for side, steps in (("baseline", figures.baseline), ("speculative", figures.speculative))
     )
-    said = explanation(result)
+    said = explanation(entry)
     why = f"<p class='phase-text'>{html.escape(said)}</p>" if said else ""
     return (
-        f"<div class='phase-title'>{html.escape(label(result))}</div>"
+        f"<div class='phase-title'>{html.escape(label(entry))}</div>"
         + _bar("baseline", base, scale, None)
         + _bar("speculative", spec, scale, mark)
-        + f"<p class='phase-text'>{html.escape(phase_line(result))}</p>{why}"
+        + f"<p class='phase-text'>{html.escape(phase_line(entry))}</p>{why}"
         + f"<p class='phase-text env'>prefill steps (apart): {html.escape(prefill)}</p>"
     )
 
 
-def _phase_section(results: Sequence[Mapping[str, Any]], served: bool) -> list[str]:
+def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
     """Where each test's decode step goes, baseline against speculative, by phase; a test
     without phase figures says so (a served engine has none)."""
     if not results:
         return []
     parts = ["<h2>Where a decode step's time goes</h2>"]
-    if not any(phases(r) is not None for r in results):
+    if not any(r.result.phases is not None for r in results):
         why = SERVED if served else f"{NOT_RECORDED} in this report"
         return [*parts, f"<p id='phases'>{html.escape(why)}.</p>"]
     parts += [
@@ -486,18 +486,17 @@ def load_positions(rates: list[float]) -> tuple[list[float], bool]:
 
 
 @_literal
-def load_chart(load: Mapping[str, Any]) -> str:
+def load_chart(load: LoadResult) -> str:
     """p50 and p99 TPOT (ms) against the arrival rate, one line each for the baseline and
-    the speculative engine, from a load dict (``LoadResult.to_dict()``); the rate at which
-    speculation stops lowering p50 TPOT (its crossover) is marked."""
+    the speculative engine; the rate at which speculation stops lowering p50 TPOT (its
+    crossover) is marked."""
     plt = _pyplot()
-    result = LoadResult.from_dict(load)
-    xs, log = load_positions(result.rates)
+    xs, log = load_positions(load.rates)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for colour, side in (("C0", "baseline"), ("C1", "speculative")):
         for q, style, marker in ((50, "-", "o"), (99, "--", "s")):
             ys = []
-            for point in result.points:
+            for point in load.points:
                 tpot = getattr(point, side).tpot
                 ys.append(math.nan if tpot is None else tpot[q] * 1000)
             ax.plot(xs, ys, linestyle=style, marker=marker, color=colour,
@@ -505,10 +504,10 @@ def load_chart(load: Mapping[str, Any]) -> str:
     if log:
         ax.set_xscale("log")
     ax.minorticks_off()
-    ax.set_xticks(xs, [rate_text(r).removesuffix(" req/s") for r in result.rates])
-    cross = result.crossover_rate
+    ax.set_xticks(xs, [rate_text(r).removesuffix(" req/s") for r in load.rates])
+    cross = load.crossover_rate
     if cross is not None:
-        x = xs[result.rates.index(cross)]
+        x = xs[load.rates.index(cross)]
         ax.axvline(x, color="#c62828", linestyle=":", linewidth=1.5)
         ax.text(
             x, 0.03, f"stops paying: {rate_text(cross)} ", transform=ax.get_xaxis_transform(),
@@ -531,7 +530,7 @@ def _table(css: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> s
             f"<tbody>{body}</tbody></table></div>")  # fmt: skip
 
 
-def _schedule_part(schedule: Mapping[str, Any]) -> list[str]:
+def _schedule_part(schedule: KSchedule) -> list[str]:
     """A sweep's k schedule: its line, its table and the config to paste, one line of JSON."""
     return [
         f"<h3>Which k at which batch size</h3><p>{html.escape(schedule_line(schedule))}</p>",
@@ -543,19 +542,18 @@ def _schedule_part(schedule: Mapping[str, Any]) -> list[str]:
 
 
 @_literal
-def schedule_chart(check: Mapping[str, Any]) -> str:
+def schedule_chart(check: ScheduleCheck) -> str:
     """Speedup (95% interval) against concurrency for the scheduled engine and the best fixed
-    k, from a schedule check dict; where the schedule is off the scheduled engine was not run
-    (nothing drawn) and the fixed k's point is the sweep's."""
+    k; where the schedule is off the scheduled engine was not run (nothing drawn) and the
+    fixed k's point is the sweep's."""
     plt = _pyplot()
-    parsed = ScheduleCheck.from_dict(check)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sides = (("C1", "o", "schedule", "scheduled"), ("C0", "s", "best fixed k", "fixed"))
     for colour, marker, name, side in sides:
         xs: list[int] = []
         ys: list[float] = []
         errors: tuple[list[float], list[float]] = ([], [])
-        for row in parsed.rows:
+        for row in check.rows:
             speedup = getattr(row, f"{side}_speedup")
             if speedup is None:
                 continue
@@ -569,24 +567,24 @@ def schedule_chart(check: Mapping[str, Any]) -> str:
         if xs:
             ax.errorbar(xs, ys, yerr=list(errors), fmt=f"-{marker}", color=colour, capsize=4,
                         label=name)  # fmt: skip
-    for row in parsed.rows:
+    for row in check.rows:
         if row.scheduled_speedup is None:
             ax.axvline(row.concurrency, color="#999", linestyle=":", linewidth=1)
             ax.text(row.concurrency, 0.97, "schedule off (not run) ", rotation=90, ha="right",
                     va="top", transform=ax.get_xaxis_transform(), fontsize=8,
                     color="#555")  # fmt: skip
     ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-    concurrencies = sorted({row.concurrency for row in parsed.rows})
+    concurrencies = sorted({row.concurrency for row in check.rows})
     if len(concurrencies) > 1 and concurrencies[-1] >= 4 * concurrencies[0]:
         ax.set_xscale("log", base=2)
     ax.minorticks_off()
-    ks = {row.concurrency: row for row in parsed.rows}
+    ks = {row.concurrency: row for row in check.rows}
     ax.set_xticks(concurrencies, [
         f"{c}\nk {_k_text(ks[c].scheduled_k)} / {_k_text(ks[c].fixed_k)}" for c in concurrencies
     ])  # fmt: skip
     ax.set_xlabel("concurrency (requests in flight); under each: k of the schedule / best fixed k")
     ax.set_ylabel("speedup over the baseline, 95% interval")
-    ax.set_title(f"{str(parsed.nodeid).rsplit('::', 1)[-1]}: the schedule against the best fixed k")
+    ax.set_title(f"{check.nodeid.rsplit('::', 1)[-1]}: the schedule against the best fixed k")
     ax.legend(fontsize=8, loc="best")
     return _svg(fig)
 
@@ -595,18 +593,18 @@ def _k_text(k: Any) -> str:
     return "-" if k is None else ("off" if k == 0 else str(k))
 
 
-def _check_section(index: int, check: Mapping[str, Any]) -> list[str]:
+def _check_section(index: int, check: ScheduleCheck) -> list[str]:
     return [
-        f"<h2>Schedule check: {html.escape(str(check.get('nodeid')))}</h2>",
+        f"<h2>Schedule check: {html.escape(check.nodeid)}</h2>",
         f"<p>{html.escape(check_line(check))}</p>",
         _table("schedule-check", CHECK_HEADERS, check_rows(check)),
         f"<div class='chart' id='schedule-check-{index}'>{_chart(schedule_chart, check)}</div>",
     ]
 
 
-def _load_section(index: int, load: Mapping[str, Any]) -> list[str]:
+def _load_section(index: int, load: LoadResult) -> list[str]:
     return [
-        f"<h2>Under load: {html.escape(str(load.get('key') or load.get('nodeid')))}</h2>",
+        f"<h2>Under load: {html.escape(load.key)}</h2>",
         f"<p>{html.escape(load_line(load))}</p>",
         f"<div class='load wrap'>{render_loads([load], tablefmt='html')}</div>",
         f"<p class='env'>{html.escape(LOAD_LEGEND)}</p>",
@@ -615,57 +613,53 @@ def _load_section(index: int, load: Mapping[str, Any]) -> list[str]:
 
 
 @_literal
-def ranking_chart(ranking: Mapping[str, Any]) -> str:
+def ranking_chart(ranking: Ranking) -> str:
     """Speedup (95% interval) against extra memory, one point per candidate; a candidate
     whose extra memory was not measured is plotted at 0 and said so."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     unmeasured = []
-    for c in ranking.get("candidates") or []:
-        speedup = c.get("speedup")
-        if speedup is None:
+    for c in ranking.candidates:
+        speedup = c.speedup
+        if math.isnan(speedup):
             continue
-        memory = c.get("extra_memory_gib")
+        memory = c.result.extra_memory_gib
         if memory is None:
-            unmeasured.append(str(c.get("name")))
-        low, high = c.get("speedup_ci") or (None, None)
-        low = speedup if low is None else low
-        high = speedup if high is None else high
-        best = c.get("name") == ranking.get("best")
-        below, above = _error_bars(speedup, low, high)
+            unmeasured.append(c.name)
+        best = c.name == ranking.best
+        below, above = _error_bars(speedup, *_interval(speedup, c.speedup_ci))
         ax.errorbar(
             memory or 0.0, speedup, yerr=[[below], [above]], fmt="o",
-            color="C2" if best else ("C1" if c.get("tied") else "C0"), capsize=4,
+            color="C2" if best else ("C1" if c.tied else "C0"), capsize=4,
             markersize=8 if best else 6,
         )  # fmt: skip
-        marks = " (best)" if best else (" (tied)" if c.get("tied") else "")
-        name = f"{c.get('name')}{marks}{' *' if memory is None else ''}"
+        marks = " (best)" if best else (" (tied)" if c.tied else "")
+        name = f"{c.name}{marks}{' *' if memory is None else ''}"
         where = (memory or 0.0, speedup)
         ax.annotate(name, where, textcoords="offset points", xytext=(8, 4), fontsize=8)
     ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
     note = f"\n* not measured: {', '.join(unmeasured)} (plotted at 0)" if unmeasured else ""
     ax.set_xlabel(f"extra memory: draft weights + draft KV cache (GiB){note}")
     ax.set_ylabel("speedup, 95% interval")
-    ax.set_title(f"{str(ranking.get('nodeid')).rsplit('::', 1)[-1]}: speedup against memory")
+    ax.set_title(f"{ranking.nodeid.rsplit('::', 1)[-1]}: speedup against memory")
     return _svg(fig)
 
 
-def _ranking_section(index: int, ranking: Mapping[str, Any]) -> list[str]:
+def _ranking_section(index: int, ranking: Ranking) -> list[str]:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEADERS)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
         for row in ranking_rows(ranking)
     )
-    best = ranking.get("best")
+    best = ranking.best
     choice = f"best: {best}" if best is not None else "no candidate is worth it"
     parts = [
-        f"<h2>Draft ranking: {html.escape(str(ranking.get('nodeid')))}</h2>",
-        f"<p>{html.escape(choice)} &mdash; {html.escape(str(ranking.get('reason') or ''))}</p>",
+        f"<h2>Draft ranking: {html.escape(ranking.nodeid)}</h2>",
+        f"<p>{html.escape(choice)} &mdash; {html.escape(ranking.reason)}</p>",
         f"<div class='wrap'><table class='ranking'><thead><tr>{head}</tr></thead><tbody>{body}"
         "</tbody></table></div>",
     ]
-    candidates = ranking.get("candidates") or []
-    unmeasured = [str(c.get("name")) for c in candidates if c.get("extra_memory_gib") is None]
+    unmeasured = [c.name for c in ranking.candidates if c.result.extra_memory_gib is None]
     if unmeasured:
         parts.append(
             f"<p class='env'>extra memory not measured for {html.escape(', '.join(unmeasured))}"
@@ -728,29 +722,29 @@ def started_text(session: Mapping[str, Any]) -> str:
     return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _models(results: Sequence[Mapping[str, Any]]) -> str:
+def _models(entries: Sequence[ReportEntry]) -> str:
     """The targets and proposers of the run by display name (the report keeps the paths)."""
     from ..names import display_name
 
-    targets = list(dict.fromkeys(display_name(r.get("target")) for r in results))
+    results = [e.result for e in entries]
+    targets = list(dict.fromkeys(display_name(r.target) for r in results))
     proposers = list(dict.fromkeys(
-        display_name(r.get("draft")) if r.get("draft") else str(r.get("method"))
-        for r in results
+        display_name(r.draft) if r.draft else r.method for r in results
     ))  # fmt: skip
     if not targets:
         return "no results"
     return f"target {', '.join(targets)}; proposers {', '.join(proposers)}"
 
 
-def _flags(report: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
+def _flags(report: Report, env: Mapping[str, Any]) -> list[str]:
     """The checks a reader must not miss: failed gates and failed equivalence checks, with
     what they mean."""
     flags = []
     cpu = (env.get("device") or {}).get("kind") == "cpu"
-    for c in report.get("distribution_checks") or []:
-        if c.get("passed") is False:
-            test = str(c.get("nodeid")).rsplit("::", 1)[-1]
-            p = c.get("p_value")
+    for c in report.distribution_checks:
+        if not c.passed:
+            test = c.nodeid.rsplit("::", 1)[-1]
+            p = finite(c.p_value)
             why = CPU_SAMPLING if cpu else (
                 "speculative sampling changed the output distribution: speculation is not "
                 "lossless on this engine at this temperature"
@@ -759,13 +753,13 @@ def _flags(report: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
             flags.append(
                 f"<p class='{css}'><b>Sampling equivalence failed</b> in "
                 f"<code>{html.escape(test)}</code> (p = {p:.3g}): {html.escape(why)}.</p>"
-                if isinstance(p, int | float) else
+                if p is not None else
                 f"<p class='{css}'><b>Sampling equivalence failed</b> in "
                 f"<code>{html.escape(test)}</code>: {html.escape(why)}.</p>"
             )  # fmt: skip
-    for r in report.get("results") or []:
-        if r.get("passed") is False:
-            reasons = "; ".join(str(x) for x in r.get("gate_failures") or []) or (
+    for r in report.results:
+        if r.outcome.passed is False:
+            reasons = "; ".join(r.outcome.gate_failures) or (
                 "no gate message recorded (an assertion in the test itself: its pytest output "
                 "says which)"
             )  # fmt: skip
@@ -776,13 +770,13 @@ def _flags(report: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
     return flags
 
 
-def _summary_section(report: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
-                     env: Mapping[str, Any]) -> list[str]:  # fmt: skip
+def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
     """The top of the page: when, which models, on what, how many results said what."""
-    session = report.get("session") or {}
+    results = report.results
+    session = report.session or {}
     verdicts: dict[str, int] = defaultdict(int)
     for r in results:
-        verdicts[str(r.get("verdict") or "no verdict")] += 1
+        verdicts[r.result.verdict or "no verdict"] += 1
     counted = ", ".join(f"{n} {v}" for v, n in verdicts.items()) or "none"
     device = env.get("device") or {}
     items = [
@@ -810,20 +804,45 @@ def _coloured(table: str) -> str:
     )
 
 
-def render_html(report: Mapping[str, Any]) -> str:
-    """The whole page for a report dict."""
-    report = without_surrogates(report)
-    results = list(report.get("results") or [])
-    env = report.get("environment") or {}
+def _escaped(value: T) -> T:
+    """``value`` (a report, one of its objects, a dict, list or text) with every lone
+    surrogate in its text written as its escape (``\\udcff``, :func:`without_surrogates`),
+    so it can be drawn and written as UTF-8; what holds none is returned as it is."""
+    if isinstance(value, str):
+        escaped = without_surrogates(value)
+        return value if escaped == value else cast(T, escaped)
+    if is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in fields(value):
+            old = getattr(value, f.name)
+            if (new := _escaped(old)) is not old:
+                changes[f.name] = new
+        return cast(T, replace(value, **changes)) if changes else value
+    if isinstance(value, dict):
+        items = {_escaped(k): _escaped(v) for k, v in value.items()}
+        same = all(k in value and v is value[k] for k, v in items.items())
+        return value if same else cast(T, items)
+    if isinstance(value, list | tuple):
+        escaped_items = [_escaped(v) for v in value]
+        same = all(new is old for new, old in zip(escaped_items, value, strict=True))
+        return value if same else cast(T, type(value)(escaped_items))
+    return value
+
+
+def render_html(report: Report) -> str:
+    """The whole page for a report."""
+    report = _escaped(report)
+    results = report.results
+    env = report.environment
     served = bool(env.get("served"))
-    notes = " notes" if any(r.get("notes") for r in results) else ""
+    notes = " notes" if any(r.result.notes for r in results) else ""
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         "<title>Speculative decoding report</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>Speculative decoding report</h1>",
-        *_summary_section(report, results, env),
+        *_summary_section(report, env),
         *_checklist_section(checklists(report)),
         "<h2>Results</h2>",
         f"<div id='results' class='wrap{notes}'>"
@@ -831,9 +850,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         "<h2>Verdicts</h2><ul>",
     ]
     for r in results:
-        reasons = "; ".join(r.get("verdict_reasons") or [])
+        reasons = "; ".join(r.result.verdict_reasons)
         parts.append(
-            f"<li><b>{html.escape(label(r))}</b>: {html.escape(str(r.get('verdict') or '-'))}"
+            f"<li><b>{html.escape(label(r))}</b>: {html.escape(r.result.verdict or '-')}"
             f" &mdash; {html.escape(reasons)}</li>"
         )
     parts.append("</ul>")
@@ -846,28 +865,28 @@ def render_html(report: Mapping[str, Any]) -> str:
             f"<div class='chart' id='acceptance'>{_chart(acceptance_chart, results)}</div>"
         )
     parts += _phase_section(results, served)
-    for i, sweep in enumerate(report.get("sweeps") or []):
-        parts.append(f"<h2>Sweep: {html.escape(str(sweep['nodeid']))}</h2>")
-        line = sweep_line(sweep).removeprefix(f"{sweep.get('nodeid')}: ")
+    for i, sweep in enumerate(report.sweeps):
+        parts.append(f"<h2>Sweep: {html.escape(sweep.nodeid)}</h2>")
+        line = sweep_line(sweep).removeprefix(f"{sweep.nodeid}: ")
         parts.append(f"<p>{html.escape(line)}</p>")
         for j, chart in enumerate(_charts(functools.partial(sweep_charts, sweep))):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
         parts += _sweep_break_even(i, sweep, served)
-        if sweep.get("schedule"):
-            parts += _schedule_part(sweep["schedule"])
-    checks = report.get("schedule_checks") or []
-    for i, check in enumerate(checks):
+        if sweep.points:  # a sweep that measured something has a schedule
+            parts += _schedule_part(sweep.schedule())
+    for i, check in enumerate(report.schedule_checks):
         parts += _check_section(i, check)
-    if checks or any(s.get("schedule") for s in report.get("sweeps") or []):
+    if report.schedule_checks or any(s.points for s in report.sweeps):
         parts.append(f"<p class='env'>{html.escape(SCHEDULE_LEGEND)}</p>")
-    for i, load in enumerate(report.get("loads") or []):
+    for i, load in enumerate(report.loads):
         parts += _load_section(i, load)
-    for i, ranking in enumerate(report.get("rankings") or []):
+    for i, ranking in enumerate(report.rankings):
         parts += _ranking_section(i, ranking)
-    checks = report.get("distribution_checks") or []
-    if checks:
+    if report.distribution_checks:
         parts.append("<h2>Distribution checks (sample_equivalence)</h2><ul id='distributions'>")
-        parts += [f"<li>{html.escape(distribution_line(c))}</li>" for c in checks]
+        parts += [
+            f"<li>{html.escape(distribution_line(c))}</li>" for c in report.distribution_checks
+        ]
         parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)
