@@ -102,7 +102,7 @@ def _compare(args: argparse.Namespace) -> int:
         args.json, "--json", (args.old, "baseline file (OLD)"), (args.new, "results file (NEW)")
     )
     _, old = _read(args.old, "baseline file")
-    new_data, new = _read(args.new, "results file")
+    _, new = _read(args.new, "results file")
     tolerances = parse_tolerances(args.fail, "--fail")
     check_speedup_amount(tolerances, old.results, f"--fail (against {args.old})")
     if not 0 < args.alpha < 1:
@@ -121,7 +121,7 @@ def _compare(args: argparse.Namespace) -> int:
         if args.strict_environment:
             _say("error: --strict-environment is set", file=sys.stderr)
             return EXIT_BAD_INPUT
-    _say(render(new_data["results"], tablefmt=args.format))
+    _say(render(new.results, tablefmt=args.format))
     _say("")
     verdicts = verdicts_for(matching, tolerances, args.alpha)
     _say(render_comparison(verdicts, tablefmt=args.format))
@@ -151,21 +151,20 @@ def _write(path: str, text: str) -> None:
 
 
 def _html(args: argparse.Namespace) -> int:
-    from .baselines import files as report
     from .reporting.checklist import checklists
     from .run.outputs import OUTPUTS
 
     _check_output(args.output, "OUTPUT", (args.report, "report file (REPORT)"))
-    data = report.load(args.report, "report file")
+    _, report = _read(args.report, "report file")
     html = next(o for o in OUTPUTS if o.setting == "html")
     try:
-        html.write(args.output, data)
+        html.write(args.output, report)
     except OSError as exc:
         raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
     if args.verbose:
-        for checklist in checklists(data):
+        for checklist in checklists(report):
             _say("\n".join(checklist.text()))
-    results = len(data.get("results") or [])
+    results = len(report.results)
     _say(f"wrote {args.output} (HTML report of {results} result{'s' * (results != 1)})")
     return EXIT_OK
 
@@ -182,10 +181,21 @@ def _export(args: argparse.Namespace) -> int:
     results = len(report.results)
     _say(f"wrote {args.output} ({args.format}, {results} result{'s' * (results != 1)})")
     if args.verbose:
-        document = fmt.render(report)
-        for name in document if isinstance(document, dict) else (b["name"] for b in document):
+        for name in _benchmarks(fmt.render(report), report):
             _say(f"  {name}")
     return EXIT_OK
+
+
+def _benchmarks(document: Any, report: Report) -> list[str]:
+    """The names of the benchmarks an export document holds: a BMF document's keys, a
+    list's ``name`` fields; for a text format (CSV), the benchmarks of its BMF figures."""
+    if isinstance(document, dict):
+        return list(document)
+    if isinstance(document, list):
+        return [b["name"] for b in document]
+    from .reporting.export import bmf
+
+    return list(bmf(report))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.add_argument("report", metavar="REPORT", help="report or saved-run file")
     export.add_argument(
         "--format", required=True, choices=[f.name for f in EXPORTS],
-        help="; ".join(f"{f.name}: {f.help}" for f in EXPORTS),
+        help="; ".join(f"{f.name}: {f.help}" for f in EXPORTS).replace("%", "%%"),
     )  # fmt: skip
     export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
     export.add_argument(

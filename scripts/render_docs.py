@@ -23,10 +23,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pytest_specdecode.baselines.report import Report, ReportEntry  # noqa: E402
+from pytest_specdecode.figure_table import finite  # noqa: E402
 from pytest_specdecode.reporting.checklist import checklists  # noqa: E402
 from pytest_specdecode.reporting.phases import (  # noqa: E402
-    interval,
     ms,
+    pair,
     phase_ms,
     phases,
     step,
@@ -47,6 +49,7 @@ from pytest_specdecode.reporting.table import (  # noqa: E402
     render_ranking,
     render_schedule,
     schedule_line,
+    schedule_of,
     speculative_config_json,
     sweep_line,
 )
@@ -109,9 +112,14 @@ def results(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(r) for r in report["results"]]
 
 
+def typed(report: Mapping[str, Any]) -> Report:
+    """The report as the renderers take it."""
+    return Report.from_dict(report, str(REPORT))
+
+
 def by_label(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Results by the name the table shows (``test_x [label]``)."""
-    return {label(r): r for r in results(report)}
+    return {label(ReportEntry.from_dict(r)): r for r in results(report)}
 
 
 def _markdown(table: str) -> str:
@@ -124,17 +132,18 @@ def figures(table: str) -> str:
     return f'<div class="figures" markdown>\n\n{table}\n</div>\n'
 
 
-def _results_table(rows: Sequence[Mapping[str, Any]]) -> str:
+def _results_table(entries: Sequence[ReportEntry]) -> str:
     lines = [
         "| test | category | proposer (k) | speedup [95% CI] | accept rate | accept len | "
         "match | verdict | gate |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
-    for r in rows:
+    for e in entries:
+        r = e.to_dict()
         low, high = r["speedup_ci"]
-        outcome = {"?": "-", "FAIL": "**FAIL**"}.get(gate(r), gate(r))
+        outcome = {"?": "-", "FAIL": "**FAIL**"}.get(gate(e), gate(e))
         lines.append(
-            f"| {_cell(label(r))} | {r['category']} | {r['method']} "
+            f"| {_cell(label(e))} | {r['category']} | {r['method']} "
             f"({r['num_speculative_tokens']}) | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | "
             f"{r['acceptance_rate']:.2f} | {r['mean_acceptance_length']:.2f} | "
             f"{r['match_rate']:.2f} | {r.get('verdict') or '-'} | {outcome} |"
@@ -142,7 +151,7 @@ def _results_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _phase_table(rows: Sequence[Mapping[str, Any]]) -> str:
+def _phase_table(rows: Sequence[ReportEntry]) -> str:
     """Per result: the decode steps in ms, the break-even, the tokens each speculative decode
     step yields and the measured acceptance length."""
     lines = [
@@ -156,14 +165,14 @@ def _phase_table(rows: Sequence[Mapping[str, Any]]) -> str:
             continue
         spec, base = step(figures, "speculative"), step(figures, "baseline")
         other = sum(phase_ms(spec, p) or 0.0 for p in ("sample", "prepare", "other"))
-        be = figures.get("break_even_length")
-        ci = interval(figures, "break_even_ci")
+        be = finite(figures.break_even_length)
+        ci = pair(figures.break_even_ci)
         lines.append(
             f"| {_cell(label(r))} | {ms(phase_ms(spec, 'step'))} | "
             f"{ms(phase_ms(spec, 'forward'))} | {ms(phase_ms(spec, 'draft'))} | {ms(other)} | "
             f"{ms(phase_ms(base, 'step'))} | {with_interval(be, ci, '.2f')} | "
             f"{with_interval(step_yield(figures, r), None, '.2f')} | "
-            f"{with_interval(figures.get('acceptance_length'), None, '.2f')} |"
+            f"{with_interval(finite(figures.acceptance_length), None, '.2f')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -172,7 +181,8 @@ def summary_text(report: Mapping[str, Any]) -> str:
     """What the terminal summary printed, as tables a page can show: the results, the phases,
     the sweep and its schedule, the schedule check, the load, the ranking, the distribution
     check and the "worth it?" checklists."""
-    rows = results(report)
+    read = typed(report)
+    rows = read.results
     out = ["### Results\n\n", figures(_results_table(rows))]
     out.append(f"\n{LEGEND}\n")
     if any(phases(r) is not None for r in rows):
@@ -187,10 +197,10 @@ def summary_text(report: Mapping[str, Any]) -> str:
             "yield ([methodology](methodology.md#the-cost-ratio-and-the-break-even-length)).\n\n",
             figures(_phase_table(rows)),
         ]
-    for sweep in report.get("sweeps") or []:
+    for sweep in read.sweeps:
         out += [f"\n### Sweep: `{sweep_name(sweep)}`\n", f"\n{_own(sweep, sweep_line(sweep))}.\n"]
-        schedule = sweep.get("schedule")
-        if schedule:
+        schedule = schedule_of(sweep)
+        if schedule is not None:
             out += [
                 f"\n{_own(sweep, schedule_line(schedule))}\n\n",
                 _markdown(render_schedule(schedule, tablefmt="github")),
@@ -199,30 +209,30 @@ def summary_text(report: Mapping[str, Any]) -> str:
                 + json.dumps(json.loads(speculative_config_json(schedule)), indent=2)
                 + "\n```\n",
             ]
-    for check in report.get("schedule_checks") or []:
+    for check in read.schedule_checks:
         out += [
             f"\n### Schedule check: `{sweep_name(check)}`\n",
             f"\n{_own(check, check_line(check))}\n\n",
             _markdown(render_check(check, tablefmt="github")),
         ]
-    for load in report.get("loads") or []:
+    for load in read.loads:
         out += [
             f"\n### Under load: `{sweep_name(load)}`\n",
             f"\n{_own(load, load_line(load))}\n\n",
             _markdown(render_loads([load], tablefmt="github")),
             f"\n{LOAD_LEGEND}\n",
         ]
-    for ranking in report.get("rankings") or []:
+    for ranking in read.rankings:
         out += [
             f"\n### Draft ranking: `{sweep_name(ranking)}`\n",
             f"\n{_own(ranking, ranking_line(ranking))}\n\n",
             _markdown(render_ranking(ranking, tablefmt="github")),
         ]
-    checks = report.get("distribution_checks") or []
+    checks = read.distribution_checks
     if checks:
         out.append("\n### Sampling equivalence\n\n")
         out += [f"- {_cell(distribution_line(c))}\n" for c in checks]
-    found = checklists(report)
+    found = checklists(read)
     if found:
         out.append("\n### Worth it? (per target and proposer)\n")
         for checklist in found:
@@ -237,14 +247,14 @@ def summary_text(report: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _own(item: Mapping[str, Any], line: str) -> str:
+def _own(item: Any, line: str) -> str:
     """``line`` without the node id it starts with (the heading above names the test)."""
-    return _cell(line.removeprefix(f"{item.get('nodeid')}: "))
+    return _cell(line.removeprefix(f"{item.nodeid}: "))
 
 
-def sweep_name(item: Mapping[str, Any]) -> str:
+def sweep_name(item: Any) -> str:
     """A sweep's, check's, load's or ranking's test function (its node id's last part)."""
-    return str(item.get("nodeid") or item.get("key")).rsplit("::", 1)[-1]
+    return str(item.nodeid).rsplit("::", 1)[-1]
 
 
 def home_table(report: Mapping[str, Any]) -> str:
@@ -260,8 +270,9 @@ def home_table(report: Mapping[str, Any]) -> str:
     ]
     for r in seen.values():
         low, high = r["speedup_ci"]
+        name = label(ReportEntry.from_dict(r))
         rows.append(
-            f"| {_cell(label(r))} | {r['category']} | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}]"
+            f"| {_cell(name)} | {r['category']} | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}]"
             f" | {r['acceptance_rate']:.2f} | {r.get('verdict') or '-'} |"
         )
     return "\n".join(rows) + "\n"
@@ -279,8 +290,9 @@ def short_table(report: Mapping[str, Any]) -> str:
         if r["nodeid"] in grids:  # a sweep's grid: on the example-suites page
             continue
         low, high = r["speedup_ci"]
+        name = label(ReportEntry.from_dict(r))
         rows.append(
-            f"| {label(r)} | {r['category']} | {r['method']} ({r['num_speculative_tokens']}) | "
+            f"| {name} | {r['category']} | {r['method']} ({r['num_speculative_tokens']}) | "
             f"{r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | {r['acceptance_rate']:.2f} | "
             f"{r['match_rate']:.2f} | {r.get('verdict') or '-'} |"
         )
@@ -384,11 +396,14 @@ def with_derived(report: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` whose phase figures (each result's and sweep point's) carry the
     figures derived from them, for placeholders to quote: ``phases.step_yield``."""
     out = json.loads(json.dumps(report))
-    rows = [*out["results"], *(p for s in out.get("sweeps") or [] for p in s.get("points") or [])]
-    for row in rows:
-        figures = row.get("phases")
-        if isinstance(figures, dict):
-            figures["step_yield"] = step_yield(figures, row)
+    read = typed(report)
+    for row, e in zip(out["results"], read.results, strict=True):
+        if isinstance(row.get("phases"), dict) and e.result.phases is not None:
+            row["phases"]["step_yield"] = step_yield(e.result.phases, e)
+    for data, sweep in zip(out.get("sweeps") or [], read.sweeps, strict=True):
+        for point, (_, _, result) in zip(data.get("points") or [], sweep.points, strict=True):
+            if isinstance(point.get("phases"), dict) and result.phases is not None:
+                point["phases"]["step_yield"] = step_yield(result.phases)  # a point's alone
     return dict(out)
 
 
@@ -448,7 +463,7 @@ def write_chart(report: Mapping[str, Any]) -> None:
     from pytest_specdecode.reporting.html import speedup_chart
 
     CHART.parent.mkdir(exist_ok=True)
-    svg = re.sub(r"\s*<dc:date>[^<]*</dc:date>", "", speedup_chart(results(report)))
+    svg = re.sub(r"\s*<dc:date>[^<]*</dc:date>", "", speedup_chart(typed(report).results))
     CHART.write_text(svg + "\n", encoding="utf-8")
 
 

@@ -124,12 +124,13 @@ def _build_site(out: Path) -> list[Path]:
 def _render_report(out: Path) -> Path:
     """The HTML report of the recorded run. A run recorded before reports carried
     ``session.started`` gets the date its publication names (docs/data/*.run.json)."""
+    from pytest_specdecode.baselines.report import Report
     from pytest_specdecode.reporting.html import render_html
 
     report = json.loads(RECORDED.read_text(encoding="utf-8"))
     if not report["session"].get("started"):
         report["session"]["started"] = json.loads(RUN.read_text(encoding="utf-8"))["date"]
-    out.write_text(render_html(report))
+    out.write_text(render_html(Report.from_dict(report, str(RECORDED))))
     return out
 
 

@@ -210,18 +210,18 @@ def test_html_draws_labels_with_a_lone_surrogate_and_dollar_signs(tmp_path: Path
     assert "s\\udcff" in page.split("id='results'", 1)[1]
 
 
-def test_html_renders_a_schedule_with_a_gap(tmp_path: Path) -> None:
-    from .schedule_reports import FELL_SHORT, check_dict, sweep_dict
+def test_a_schedule_with_a_gap_says_so_in_its_table() -> None:
+    """A report's sweep schedule is made again from its points (it has no gap); a schedule
+    given to the table by hand may have one, and its row says so."""
+    from pytest_specdecode.measure.kschedule import KSchedule
+    from pytest_specdecode.reporting import table
 
-    sweep = sweep_dict()
-    sweep["schedule"]["entries"] = [[1, 1, 4], [9, 32, 0]]  # c=8 falls in no range
-    check = check_dict(FELL_SHORT)
-    check["schedule"]["entries"] = [[1, 1, 4], [9, 32, 0]]
-    data = save(tmp_path / "b.json", sweeps=[sweep], schedule_checks=[check])
-    assert report.load(data, "report")  # schema-valid
-    page = _page(tmp_path, data)
-    assert "<td>in a gap</td><td>c=8</td>" in page
-    assert page.count("<svg") == 3
+    from .schedule_reports import sweep_dict
+
+    stored = sweep_dict()["schedule"]
+    stored["entries"] = [[1, 1, 4], [9, 32, 0]]  # c=8 falls in no range
+    rows = table.schedule_rows(KSchedule.from_dict(stored))
+    assert ["in a gap", "c=8"] == rows[1][:2]
 
 
 def test_a_chart_that_cannot_be_drawn_leaves_the_rest_of_the_page(
@@ -264,7 +264,11 @@ def test_html_and_export_say_in_one_line_what_they_wrote(tmp_path: Path) -> None
 
 def test_the_page_top_names_date_models_and_flags_a_failed_check(tmp_path: Path) -> None:
     session = {"started": "2026-12-04T10:15:00+00:00"}
-    check = {"nodeid": "t.py::test_sampling", "passed": False, "p_value": 1e-9, "alpha": 0.01}
+    from pytest_specdecode.measure.equivalence import DistributionCheck, PositionTest
+
+    test = PositionTest(0, 1, 60.0, 1, 1e-9, [(1, 0.9)], [(2, 0.9)])
+    check = DistributionCheck("t.py::test_sampling", 0.8, 20, 2, 0.01, [test]).to_dict()
+    assert check["passed"] is False
     environment = {"vllm": "0.32.0", "torch": "2.13.0", "device": {"kind": "cpu", "name": "X"}}
     data = save(
         tmp_path / "b.json",

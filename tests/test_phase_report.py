@@ -253,7 +253,7 @@ def test_the_page_has_a_stacked_bar_per_test_and_one_legend() -> None:
 
     runs = [result(label="batch 1"), result(label="batch 32", phases=LOSING),
             result("test_b", phases=None)]  # fmt: skip
-    page = render_html(report(runs))
+    page = render_html(typed(report(runs)))
     assert page.count("id='phase-legend'") == 1
     for phase, colour in PHASE_COLOURS.items():
         assert page.count(f"background:{colour}'") >= 1 + (phase != "draft"), phase
@@ -275,14 +275,14 @@ def test_the_page_says_when_no_test_has_phase_figures() -> None:
     pytest.importorskip("matplotlib.pyplot")
     from pytest_specdecode.reporting.html import render_html
 
-    served = render_html(report([result(phases=None)], environment={"served": {"x": 1}},
-                                sweeps=[sweep(with_phases=False)]))  # fmt: skip
+    served = render_html(typed(report([result(phases=None)], environment={"served": {"x": 1}},
+                                      sweeps=[sweep(with_phases=False)])))  # fmt: skip
     assert "<p id='phases'>no phase figures: served engine.</p>" in served
     assert "Break-even against concurrency: no phase figures: served engine." in served
     assert "phase-legend" not in served and "break-even-0" not in served
     old = result()
     del old["phases"]
-    assert "no phase figures recorded in this report" in render_html(report([old]))
+    assert "no phase figures recorded in this report" in render_html(typed(report([old])))
 
 
 def test_a_sweeps_break_even_chart_has_both_lengths_per_k_at_the_measured_concurrencies() -> None:
@@ -291,7 +291,7 @@ def test_a_sweeps_break_even_chart_has_both_lengths_per_k_at_the_measured_concur
 
     from pytest_specdecode.reporting.html import break_even_figure, render_html
 
-    fig = break_even_figure(sweep())
+    fig = break_even_figure(typed(report([], sweeps=[sweep()])).sweeps[0])
     (ax,) = fig.axes
     assert list(ax.get_xticks()) == [1, 8, 32] and ax.get_xscale() == "log"
     lines = {bars.get_label(): bars.lines[0] for bars in ax.containers}
@@ -303,7 +303,7 @@ def test_a_sweeps_break_even_chart_has_both_lengths_per_k_at_the_measured_concur
     assert list(lines["measured acceptance length, k=2"].get_ydata()) == [2.6, 2.6, 2.6]
     assert lines["measured acceptance length, k=4"].get_linestyle() == "--"
     plt.close(fig)
-    page = render_html(report([], sweeps=[sweep()]))
+    page = render_html(typed(report([], sweeps=[sweep()])))
     assert "<div class='chart fit' id='break-even-0'><svg" in page
 
 
@@ -357,7 +357,7 @@ def test_the_phase_charts_and_the_break_even_chart_fit_a_phone_and_a_laptop(
     if _browser() is None:
         pytest.skip("no chromium installed (.ci/run installs it)")
     runs = [result(label="batch 1"), result(label="batch 32", phases=LOSING)]
-    page = render_html(report(runs, sweeps=[sweep()]))
+    page = render_html(typed(report(runs, sweeps=[sweep()])))
     for width in (390, 1280):
         view, bars, chart = _reach(page, tmp_path, width)
         assert view <= width and 0 < bars <= view and 0 < chart <= view, (width, bars, chart)

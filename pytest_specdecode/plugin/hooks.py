@@ -257,14 +257,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from ..reporting.table import printable, summary_lines
 
     terminalreporter.write_sep("=", "speculative decoding summary")
+    report = state.as_report()
     lines = summary_lines(
-        state.result_dicts(with_outputs=False),
-        state.products("sweeps"),
-        state.products("distribution_checks"),
-        state.products("rankings"),
-        state.report_session(),
-        loads=state.products("loads"),
-        schedule_checks=state.products("schedule_checks"),
+        report.results,
+        report.sweeps,
+        report.distribution_checks,
+        report.rankings,
+        report.session or {},
+        loads=report.loads,
+        schedule_checks=report.schedule_checks,
         served=state.served,
     )
     for line in lines:
@@ -322,7 +323,7 @@ def _comparison_summary(
 def _github_summary(path: str, state: SpecDecodeSession) -> None:
     from ..reporting.table import phase_markdown, render, render_comparison
 
-    results = state.result_dicts(with_outputs=False)
+    results = state.as_report().results
     parts = ["## Speculative decoding", "", render(results, tablefmt="github"), ""]
     phase_lines = phase_markdown(results, served=state.served)
     if phase_lines:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..baselines import files
@@ -82,15 +82,22 @@ EXPORTS: tuple[ExportFormat, ...] = (
 EXPORT_BY_NAME = {f.name: f for f in EXPORTS}
 
 
-def with_checklist(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (a report) with its ``checklist`` made from its results and loads."""
-    data = {k: v for k, v in data.items() if k != "checklist"}
-    if data["results"] or data.get("loads"):
-        data["checklist"] = [c.to_dict() for c in checklists(data)]
-    return data
+def with_checklist(report: Report) -> Report:
+    """``report`` with its ``checklist`` made from its results and loads (none without)."""
+    made = [c.to_dict() for c in checklists(report)] if report.results or report.loads else None
+    return replace(report, checklist=made)
 
 
-def _html(path: str, report: Mapping[str, Any]) -> None:
+def _save(path: str, report: Report) -> None:
+    """Merge into the saved run at ``path``; the merged file's checklist is made again."""
+
+    def derive(data: dict[str, Any]) -> dict[str, Any]:
+        return with_checklist(Report.from_dict(data, f"saved run {path}")).to_dict()
+
+    files.save_run(path, report.to_dict(), derive=derive)
+
+
+def _html(path: str, report: Report) -> None:
     from ..reporting.html import render_html
 
     files.atomic_write_text(path, render_html(report))
@@ -104,15 +111,15 @@ class Output:
 
     setting: str
     what: str
-    write: Callable[[str, dict[str, Any]], Any]
+    write: Callable[[str, Report], Any]
     needs: tuple[str, str] | None = None
 
 
 #: The files a run writes, in the order they are written (the export formats follow, and an
 #: updated baseline comes last).
 OUTPUTS: tuple[Output, ...] = (
-    Output("report", "report", files.write),
-    Output("save", "saved run", lambda p, d: files.save_run(p, d, derive=with_checklist)),
+    Output("report", "report", lambda p, r: files.write(p, r.to_dict())),
+    Output("save", "saved run", _save),
     Output(
         "html",
         "HTML report",
@@ -130,7 +137,7 @@ class Planned:
     name: str
     where: str
     path: str
-    write: Callable[[str, dict[str, Any]], Any]
+    write: Callable[[str, Report], Any]
 
 
 def where(settings: GlobalSettings, name: str) -> str:

@@ -29,7 +29,6 @@ from ..baselines.compare import (
     Tolerance,
     Verdict,
     check_speedup_amount,
-    comparison_entries,
     environment_change_lines,
     environments_differing,
     parse_tolerances,
@@ -310,14 +309,6 @@ class RunRecord:
             data["worker"] = self.workers[result.key]
         return data
 
-    def result_dicts(self, *, with_outputs: bool = True) -> list[dict[str, Any]]:
-        """Every result as report entries."""
-        return [self.entry(r, with_outputs=with_outputs) for r in self.results]
-
-    def products(self, kind: str) -> list[dict[str, Any]]:
-        """Every product of a kind (its report key, one of :data:`PRODUCTS`) as dicts."""
-        return [x.to_dict() for x in getattr(self, kind)]
-
     def receive(self, report: Report) -> None:
         """Take what was made elsewhere (a pytest-xdist worker's test), read once into the
         typed objects: its results with their outcomes and worker, its products and
@@ -339,8 +330,7 @@ class RunRecord:
     def environment(self) -> dict[str, Any]:
         """This run's environment (computed once, after the first result)."""
         if self._environment is None:
-            results = self.result_dicts(with_outputs=False)
-            models = [r["target"] for r in results] + [r["draft"] for r in results if r["draft"]]
+            models = [r.target for r in self.results] + [r.draft for r in self.results if r.draft]
             self._environment = collect(models, self.engine_info)
         return self._environment
 
@@ -395,18 +385,11 @@ class RunRecord:
 
     def report(self) -> dict[str, Any]:
         """The JSON report (the schema's format): results, products, comparisons, checklist."""
-        return with_checklist(self.as_report().to_dict())
+        return with_checklist(self.as_report()).to_dict()
 
     def checklists(self) -> list[Checklist]:
         """The "worth it?" checklist of every target and proposer measured so far."""
-        return checklists({
-            "results": self.result_dicts(with_outputs=False),
-            "sweeps": self.products("sweeps"),
-            "rankings": self.products("rankings"),
-            "loads": self.products("loads"),
-            "schedule_checks": self.products("schedule_checks"),
-            "environment": {"served": True} if self.served else {},
-        })  # fmt: skip
+        return checklists(self.as_report())
 
     # -- the comparison --------------------------------------------------------------------------
     def check_regressions(self, nodeid: str | None = None) -> list[str]:
@@ -438,9 +421,7 @@ class RunRecord:
         environment than this run (each entry's own); returns the keys of the results that
         ``strict_environment`` keeps from being compared, with their differences."""
         assert self.baseline is not None
-        differing = environments_differing(
-            matching, self._baseline_environment, self.environment()
-        )
+        differing = environments_differing(matching, self._baseline_environment, self.environment())
         refused: dict[str, list[str]] = {}
         for change, keys in differing.items():
             if change not in self.environment_keys:
@@ -470,12 +451,6 @@ class RunRecord:
         matching = self.matching()
         return [] if matching is None else [result_key(r) for r in matching.missing]
 
-    def comparisons(self) -> list[dict[str, Any]]:
-        """The report's ``comparisons``: every verdict (workers' included), then one
-        "missing" entry per baseline result this run did not produce."""
-        missing = [Verdict(key, "", "missing") for key in self.missing()]
-        return comparison_entries([*self.verdicts, *missing])
-
     @property
     def regressed(self) -> bool:
         """Whether a figure regressed against the baseline."""
@@ -502,7 +477,7 @@ class RunRecord:
         and does not stop the others. Ctrl-C stops the writing: the file being written keeps
         its previous content (writes are atomic), every file not written is named, and False
         is returned. An interrupted run does not update the baseline."""
-        data = self.report()
+        report = with_checklist(self.as_report())
         writers = [(p.name, p.path, p.write) for p in planned(self.settings)]
         if self.settings.get("update_baseline"):
             compare = self.settings.get("compare")
@@ -514,7 +489,7 @@ class RunRecord:
                 writers.append(("baseline", compare, _update_baseline))
         for index, (name, path, write) in enumerate(writers):
             try:
-                write(path, data)
+                write(path, report)
             except KeyboardInterrupt:
                 self.output_errors.extend(
                     f"{later} {where} NOT written: interrupted (KeyboardInterrupt)"
@@ -554,5 +529,6 @@ class RunRecord:
         return EXIT_REGRESSED if failures else EXIT_OK
 
 
-def _update_baseline(path: str, data: dict[str, Any]) -> None:
+def _update_baseline(path: str, report: Report) -> None:
+    data = report.to_dict()
     report_files.update_baseline(path, data["results"], data["environment"], data["session"])
