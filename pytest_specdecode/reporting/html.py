@@ -43,7 +43,7 @@ from .phases import (
     explanation,
     ms,
     phase_line,
-    step_yield,
+    tokens_per_step,
 )
 from .table import (
     CHECK_HEADERS,
@@ -422,9 +422,7 @@ def phase_chart(entry: ReportEntry) -> str:
         return ""
     base, spec = figures.baseline.decode, figures.speculative.decode
     base_ms, spec_ms = base.step_ms, spec.step_ms
-    accepted = step_yield(figures, entry)
-    if accepted is None:
-        accepted = finite(figures.acceptance_length)
+    accepted = tokens_per_step(figures, entry)
     mark = None if base_ms is None or accepted is None else base_ms * accepted
     longest = max([v for v in (base_ms, spec_ms, mark) if v is not None] or [1.0])
     scale = longest / 0.8 if longest > 0 else 1.0  # the longest takes 80%: room for its label

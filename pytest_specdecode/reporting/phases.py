@@ -102,6 +102,14 @@ def step_yield(figures: PhaseSummary, row: ReportEntry | Result | None = None) -
     return measured
 
 
+def tokens_per_step(figures: PhaseSummary, row: ReportEntry | Result | None = None) -> float | None:
+    """What the break-even is compared with (``PhaseSummary.tokens_per_step``, scaled as
+    :func:`step_yield` is): the step yield, or the acceptance length where the steps were not
+    counted."""
+    measured = step_yield(figures, row)
+    return finite(figures.acceptance_length) if measured is None else measured
+
+
 def names_yield(figures: PhaseSummary, row: ReportEntry | Result | None = None) -> bool:
     """Whether the words name the step yield beside the acceptance length: it lies more than
     ``YIELD_GAP`` (10%) from it, or on the other side of the break-even."""
@@ -166,10 +174,10 @@ def pays(figures: PhaseSummary, row: ReportEntry | Result | None = None) -> bool
     measured acceptance length with its interval."""
     be, length = finite(figures.break_even_length), finite(figures.acceptance_length)
     length_ci = pair(figures.acceptance_length_ci)
-    acc, acc_ci = step_yield(figures, row), None
-    if acc is None:
-        acc, acc_ci = length, length_ci
-    elif length and length_ci is not None:
+    acc, acc_ci = tokens_per_step(figures, row), None
+    if step_yield(figures, row) is None:
+        acc_ci = length_ci
+    elif acc is not None and length and length_ci is not None:
         acc_ci = (length_ci[0] * acc / length, length_ci[1] * acc / length)
     if be is None or acc is None:
         return None
