@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from pytest_specdecode.engines.config import EngineConfig
     from pytest_specdecode.engines.hardware import cpu_model
     from pytest_specdecode.engines.pool import EnginePool
-    from pytest_specdecode.measure.load import arrival_times, build_point
+    from pytest_specdecode.measure.load import build_point, round_schedules
     from pytest_specdecode.measure.load_rounds import run_load
     from pytest_specdecode.tiny import ENGINE_KWARGS, tiny_models
     from pytest_specdecode.tiny.corpus import prompts
@@ -87,10 +87,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             if repeat and elapsed / repeat * (repeat + 1) > args.max_seconds:
                 print(f"stopping after {repeat} repeats: --max-seconds {args.max_seconds:g}")
                 break
-            schedules = {
-                rate: arrival_times(rate, requests=args.requests, seed=repeat)
-                for rate in args.rates
-            }
+            schedules = round_schedules(
+                args.rates, requests=args.requests, seed=repeat, rounds=args.rounds
+            )
             raw = run_load(
                 pool, configs["baseline"], configs["speculative"], chosen, sampling, schedules,
                 rounds=args.rounds,

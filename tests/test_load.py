@@ -52,22 +52,34 @@ def load_result(points) -> LoadResult:
 
 
 # -- schedules ---------------------------------------------------------------------------
-def test_a_schedule_is_seeded_starts_at_zero_and_ascends() -> None:
+def test_a_schedule_is_seeded_per_round_and_offers_the_rate_asked_for() -> None:
     a = arrival_times(4.0, requests=50, seed=3)
     assert a == arrival_times(4.0, requests=50, seed=3)
     assert a != arrival_times(4.0, requests=50, seed=4)
-    assert a[0] == 0.0 and len(a) == 50
-    assert all(x < y for x, y in zip(a, a[1:], strict=False))
+    assert a != arrival_times(4.0, requests=50, seed=3, round_index=1)
+    assert len(a) == 50 and 0 < a[0] and all(x < y for x, y in zip(a, a[1:], strict=False))
+    # as vllm bench serve offers it: the first request one gap in, N requests span N / rate
+    for seed in range(20):
+        b = arrival_times(2.0, requests=16, seed=seed)
+        assert b[-1] == pytest.approx(16 / 2.0)
+
+
+def test_the_issue_s_schedule_no_longer_offers_more_than_asked() -> None:
+    """Before: 16 requests at 1 req/s spanned 9.8 s for seed 0 (1.53 req/s offered)."""
+    for rate in (1.0, 2.0):
+        times = arrival_times(rate, requests=16, seed=0)
+        assert 16 / times[-1] == pytest.approx(rate)
+        assert times[-1] - times[0] == pytest.approx(16 / rate - times[0])
 
 
 def test_poisson_gaps_have_the_rate_s_mean_and_burstiness_their_spread() -> None:
     def gaps(burstiness: float) -> list[float]:
         a = arrival_times(2.0, requests=20001, burstiness=burstiness, seed=1)
-        return [y - x for x, y in zip(a, a[1:], strict=False)]
+        return [y - x for x, y in zip([0.0, *a], a, strict=False)]
 
     poisson, bursty, regular = gaps(1.0), gaps(0.25), gaps(4.0)
     for g in (poisson, bursty, regular):
-        assert statistics.mean(g) == pytest.approx(0.5, rel=0.05)
+        assert statistics.mean(g) == pytest.approx(0.5, rel=0.001)  # scaled to N / rate
     cv = [statistics.stdev(g) / statistics.mean(g) for g in (poisson, bursty, regular)]
     assert cv[0] == pytest.approx(1.0, abs=0.05)  # exponential: sd = mean
     assert cv[1] == pytest.approx(2.0, abs=0.15)  # gamma shape 1/4: cv = 2
@@ -77,7 +89,18 @@ def test_poisson_gaps_have_the_rate_s_mean_and_burstiness_their_spread() -> None
 def test_all_at_once_and_a_duration() -> None:
     assert arrival_times(math.inf, requests=3) == [0.0, 0.0, 0.0]
     a = arrival_times(10.0, duration=5.0)
-    assert max(a) <= 5.0 and 30 < len(a) < 80
+    assert len(a) == 50 and a[-1] == pytest.approx(5.0)
+
+
+def test_a_one_token_request_meets_a_tpot_bound_as_vllm_bench_counts_it() -> None:
+    from pytest_specdecode.engines.protocol import TimedRequest
+    from pytest_specdecode.measure.load import meets
+
+    one = TimedRequest(0.0, 0.01, 0.2, 0.2, (), 1)
+    none = TimedRequest(0.0, 0.01, None, 5.0, (), 0)
+    assert one.tpot is None and meets(one, {"tpot_ms": 1.0})
+    assert not meets(none, {"tpot_ms": 1.0}) and not meets(none, {"e2e_ms": 1e9})
+    assert one.ttft_sent == pytest.approx(0.19)  # from the send: lateness 10 ms left out
 
 
 @pytest.mark.parametrize(

@@ -19,20 +19,23 @@ SLO = {"ttft_ms": 2000, "tpot_ms": 20}
 def test_load_measures_every_rate_on_both_engines_in_counterbalanced_order() -> None:
     source, said, seen = FakeSource(), [], Collected()
     bench = Bench("org/target", DRAFT, source=source, progress=said.append, sink=seen)
-    r = bench.load(["p1", "p2"], max_tokens=32, rates=[8.0, 0.5, math.inf], requests=24, slo=SLO)
+    r = bench.load(["p1", "p2"], max_tokens=32, rates=[4.0, 0.5, math.inf], requests=24, slo=SLO)
     assert seen.products == [r] and bench.loads == [r]
-    assert r.rates == [0.5, 8.0, math.inf]
+    assert r.rates == [0.5, 4.0, math.inf]
     assert [p.first for p in r.points] == ["baseline", "speculative", "baseline"]
     assert all(p.baseline.requests == p.speculative.requests == 24 for p in r.points)
     low, busy = r.points[0], r.points[-1]
     # the fake's batching model: a clear gain alone, none when all arrive at once
     assert low.tpot_speedup > 1.5 and low.pays
     assert busy.tpot_speedup < 1.1 and not busy.pays
-    assert r.crossover_rate == math.inf and r.pays_up_to == 8.0
+    assert r.crossover_rate == math.inf and r.pays_up_to == 4.0
+    # each round its own schedule: the rounds' gains differ where arrivals overlap
+    assert len(set(r.points[1].round_gains)) == 3
+    assert r.points[1].offered_rate == pytest.approx(4.0)
     assert low.acceptance_rate == pytest.approx(0.8, abs=0.1)  # whole tokens per step
     assert low.baseline.goodput is not None and low.speculative.goodput is not None
     assert any("load 3/3: all at once, 24 requests" in s for s in said), said
-    assert said[-1].endswith("speculation pays up to 8 req/s, not at all at once")
+    assert said[-1].endswith("speculation pays up to 4 req/s, not at all at once")
     assert bench.time.load_seconds > 0
     json.dumps(r.to_dict(), allow_nan=False)
 

@@ -243,9 +243,17 @@ class TimedRequest:
         )
 
     @property
+    def ttft_sent(self) -> float | None:
+        """Seconds from the request's send to its first token, as ``vllm bench serve`` times
+        TTFT (:attr:`ttft` runs from the scheduled arrival: the send's lateness included)."""
+        return None if self.ttft is None else self.ttft - max(0.0, self.sent - self.arrival)
+
+    @property
     def tpot(self) -> float | None:
         """Seconds per output token after the first: (e2e - ttft) / (tokens - 1), as
-        ``vllm bench serve`` defines it; None with fewer than two tokens."""
+        ``vllm bench serve`` defines it; None with fewer than two tokens (``vllm bench
+        serve`` leaves those out of its TPOT figures too, and counts them as 0 for goodput:
+        :func:`~pytest_specdecode.measure.load.meets`)."""
         if self.ttft is None or self.output_tokens < 2:
             return None
         return (self.e2e - self.ttft) / (self.output_tokens - 1)

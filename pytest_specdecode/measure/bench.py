@@ -51,10 +51,10 @@ from .kschedule import (
 from .load import (
     DEFAULT_ROUNDS,
     LoadResult,
-    arrival_times,
     build_point,
     check_load_args,
     rate_text,
+    round_schedules,
 )
 from .load_rounds import run_load
 from .paired import PairedRounds, adaptive_stop, run_paired
@@ -520,10 +520,13 @@ class Bench:
         ``rates`` (requests per second; ``float("inf")``: all at once), and measure TTFT, TPOT,
         ITL and end-to-end latency per request.
 
-        Arrivals follow one seeded schedule per rate: exponential gaps (a Poisson process) at
-        ``burstiness`` 1, gamma gaps of shape ``burstiness`` otherwise, as ``vllm bench serve``
-        draws them; request i carries ``prompts[i % len(prompts)]``. ``requests`` (per rate) or
-        ``duration`` (seconds of arrivals per rate) bounds each rate. ``slo`` (milliseconds:
+        Arrivals are offered as ``vllm bench serve`` offers them: exponential gaps (a Poisson
+        process) at ``burstiness`` 1, gamma gaps of shape ``burstiness`` otherwise, scaled so
+        that N requests span N / rate (the offered rate is the rate asked for); each round draws
+        its own schedule (seeded from ``seed`` and the round; both engines get the same one in
+        a round), so the interval sees the draw too; request i carries
+        ``prompts[i % len(prompts)]``. ``requests`` (per rate) or ``duration`` (seconds per
+        rate: ``round(rate * duration)`` requests) sets each rate's size. ``slo`` (milliseconds:
         ``ttft_ms``, ``tpot_ms``, ``e2e_ms``) turns on goodput, the requests per second that
         meet every bound. Each rate's schedule goes to each engine ``rounds`` times (at least
         2: the gain's interval comes from how much the rounds differ).
@@ -541,16 +544,14 @@ class Bench:
         }  # fmt: skip
         if not self.served:
             check_lengths(prompts, max_tokens, self.baseline, self.name)
-        schedules = {
-            rate: arrival_times(
-                rate, requests=requests, duration=duration, burstiness=burstiness, seed=seed
-            )
-            for rate in rate_list
-        }
+        schedules = round_schedules(
+            rate_list, requests=requests, duration=duration, burstiness=burstiness, seed=seed,
+            rounds=rounds,
+        )  # fmt: skip
         self._say(
             f"load at {len(rate_list)} rate{'s' if len(rate_list) != 1 else ''} "
             f"({', '.join(rate_text(r) for r in rate_list)}), "
-            f"{', '.join(str(len(schedules[r])) for r in rate_list)} requests"
+            f"{', '.join(str(len(schedules[r][0])) for r in rate_list)} requests"
         )
         with self._spending("load_seconds"):
             raw = run_load(

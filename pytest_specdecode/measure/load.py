@@ -40,30 +40,63 @@ def arrival_times(
     duration: float | None = None,
     burstiness: float = 1.0,
     seed: int = 0,
+    round_index: int = 0,
 ) -> list[float]:
-    """Seconds after the start at which each request arrives: the first at 0, then gaps drawn
-    from a gamma distribution of mean ``1 / rate`` and shape ``burstiness`` (exponential, a
-    Poisson process, at 1; burstier below 1, more regular above), as ``vllm bench serve``
-    draws them. ``rate`` ``inf`` sends all at once. ``requests`` or ``duration`` (seconds;
-    arrivals within it) bounds the schedule. The same arguments give the same schedule."""
+    """Seconds after the round begins at which each request arrives, as ``vllm bench serve``
+    offers them (its ``get_request``): one gap per request drawn from a gamma distribution of
+    mean ``1 / rate`` and shape ``burstiness`` (exponential, a Poisson process, at 1; burstier
+    below 1, more regular above), each request one gap after the one before (the first one gap
+    after the start), then every time scaled so that the last request arrives at
+    ``requests / rate``: the offered rate is the rate asked for, whatever the draw. ``rate``
+    ``inf`` sends all at once. ``duration`` (seconds) asks for ``round(rate * duration)``
+    requests. ``seed`` and ``round_index`` choose the draw: each round of a load its own
+    schedule, the same arguments the same schedule."""
     if math.isinf(rate):
         assert requests is not None, "an infinite rate needs a request count"
         return [0.0] * requests
-    rng = random.Random(f"{seed}:{rate!r}:{burstiness!r}")
-    theta = 1.0 / (rate * burstiness)
-    times = [0.0]
-    while True:
-        if requests is not None and len(times) >= requests:
-            return times
-        following = times[-1] + rng.gammavariate(burstiness, theta)
-        if duration is not None and following > duration:
-            return times
-        times.append(following)
-        if len(times) > MAX_REQUESTS:
+    if requests is None:
+        assert duration is not None, "give requests or a duration"
+        if rate * duration > MAX_REQUESTS:
             raise ConfigError(
                 f"load(rates=[{rate:g}], duration={duration:g}): that is more than "
                 f"{MAX_REQUESTS} requests; lower the rate or the duration"
             )
+        requests = max(1, round(rate * duration))
+    rng = random.Random(f"{seed}:{round_index}:{rate!r}:{burstiness!r}")
+    theta = 1.0 / (rate * burstiness)
+    times, now = [], 0.0
+    for _ in range(requests):
+        now += rng.gammavariate(burstiness, theta)
+        times.append(now)
+    scale = requests / rate / times[-1] if times[-1] > 0 else 1.0
+    return [t * scale for t in times]
+
+
+def round_schedules(
+    rates: Sequence[float],
+    *,
+    requests: int | None = None,
+    duration: float | None = None,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    rounds: int = DEFAULT_ROUNDS,
+) -> dict[float, list[list[float]]]:
+    """Each rate's arrival schedule for each round (:func:`arrival_times`, round ``j`` drawn
+    with ``round_index=j``): what both engines are sent in that round."""
+    return {
+        rate: [
+            arrival_times(
+                rate,
+                requests=requests,
+                duration=duration,
+                burstiness=burstiness,
+                seed=seed,
+                round_index=j,
+            )  # fmt: skip
+            for j in range(rounds)
+        ]
+        for rate in rates
+    }
 
 
 def check_load_args(
@@ -149,9 +182,15 @@ def percentiles(values: Sequence[float]) -> dict[int, float] | None:
 
 
 def meets(request: TimedRequest, slo: Mapping[str, float]) -> bool:
-    """Whether ``request`` meets every bound of ``slo`` (milliseconds)."""
+    """Whether ``request`` meets every bound of ``slo`` (milliseconds), as ``vllm bench
+    serve`` counts goodput: a request that generated one token has a TPOT of 0 there (it
+    meets any TPOT bound); one that generated none meets no bound."""
+    if request.ttft is None:
+        return False
     for key, bound in slo.items():
         value = getattr(request, SLO_KEYS[key])
+        if key == "tpot_ms" and value is None:
+            value = 0.0
         if value is None or value * 1000.0 > bound:
             return False
     return True
@@ -162,14 +201,16 @@ class LoadSummary:
     """One engine at one rate: latency percentiles (seconds), throughput, goodput."""
 
     requests: int  # requests completed per round
-    ttft: dict[int, float] | None
+    ttft: dict[int, float] | None  # from each request's scheduled arrival (what the gates read)
     tpot: dict[int, float] | None
     itl: dict[int, float] | None
     e2e: dict[int, float] | None
     output_tokens_per_second: float
     goodput: float | None  # requests per second that met the SLO (None: no SLO)
-    seconds: float  # from the first arrival to the last token, mean over rounds
+    seconds: float  # from the round's start to its last token, mean over rounds
     lateness_p99: float  # the arrival loop's p99 lateness against the schedule, seconds
+    #: TTFT from each request's send, as ``vllm bench serve`` times it (None: not recorded)
+    ttft_sent: dict[int, float] | None = None
 
     @classmethod
     def of(cls, rounds: Sequence[LoadRound], slo: Mapping[str, float]) -> LoadSummary:
@@ -190,6 +231,7 @@ class LoadSummary:
             lateness_p99=percentile(sorted(max(0.0, q.sent - q.arrival) for q in reqs), 99)
             if reqs
             else 0.0,
+            ttft_sent=percentiles([t for q in reqs if (t := q.ttft_sent) is not None]),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -201,6 +243,7 @@ class LoadSummary:
             "itl": form(self.itl), "e2e": form(self.e2e),
             "output_tokens_per_second": self.output_tokens_per_second,
             "goodput": self.goodput, "seconds": self.seconds, "lateness_p99": self.lateness_p99,
+            "ttft_sent": form(self.ttft_sent),
         }  # fmt: skip
 
     @classmethod
@@ -214,6 +257,7 @@ class LoadSummary:
             float(data["output_tokens_per_second"]),
             None if data.get("goodput") is None else float(data["goodput"]),
             float(data.get("seconds") or 0.0), float(data.get("lateness_p99") or 0.0),
+            form(data.get("ttft_sent")),
         )  # fmt: skip
 
 
@@ -241,6 +285,9 @@ class LoadPoint:
     mean_acceptance_length: float  # 1 + accepted / drafts
     first: str = "baseline"  # which engine ran this rate's first round (counterbalanced)
     round_gains: tuple[float, ...] = ()  # each round's gain, in the order run
+    #: requests per second the schedules offered: requests / last arrival, mean over rounds
+    #: (the rate asked for, as ``vllm bench serve`` offers it; None: all at once)
+    offered_rate: float | None = None
 
     @property
     def pays(self) -> bool:
@@ -268,6 +315,7 @@ class LoadPoint:
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length, "first": self.first,
             "round_gains": [finite(g) for g in self.round_gains],
+            "offered_rate": self.offered_rate,
         }  # fmt: skip
 
     @classmethod
@@ -279,6 +327,7 @@ class LoadPoint:
             (number(low), number(high)), float(data.get("acceptance_rate") or 0.0),
             float(data.get("mean_acceptance_length") or 1.0), str(data.get("first") or "baseline"),
             tuple(number(g) for g in data.get("round_gains") or ()),
+            None if data.get("offered_rate") is None else float(data["offered_rate"]),
         )  # fmt: skip
 
 
@@ -308,7 +357,19 @@ def build_point(
     return LoadPoint(
         rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain, ci,
         counters.acceptance_rate, counters.mean_acceptance_length, first, gains,
+        offered_rate(baseline),
     )  # fmt: skip
+
+
+def offered_rate(rounds: Sequence[LoadRound]) -> float | None:
+    """Requests per second the rounds' schedules offered: each round's requests over its last
+    arrival, averaged (None when every request arrived at once)."""
+    rates = [
+        len(done.requests) / last
+        for done in rounds
+        if done.requests and (last := max(q.arrival for q in done.requests)) > 0
+    ]
+    return statistics.fmean(rates) if rates else None
 
 
 # -- the whole load test --------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Open-loop rounds on two engines: a warm-up, then each arrival rate's schedule sent to the
-baseline and to the speculative engine ``rounds`` times, in counterbalanced order (A B, B A,
+"""Open-loop rounds on two engines: a warm-up, then each arrival rate's schedules (one per
+round, the same for both engines within a round) sent to the baseline and to the speculative
+engine ``rounds`` times, in counterbalanced order (A B, B A,
 ... within a rate, each rate starting with the other engine than the rate before) when both
 are resident; with a pool of one, every round on the baseline, then
 every round on the speculative engine."""
@@ -48,15 +49,15 @@ def run_load(
     speculative: EngineConfig,
     prompts: Sequence[Any],
     sampling: Mapping[str, Any],
-    schedules: Mapping[float, Sequence[float]],
+    schedules: Mapping[float, Sequence[Sequence[float]]],
     *,
     rounds: int = 3,
     timeout: float | None = None,
     progress: Progress = lambda _: None,
 ) -> LoadRounds:
     """Warm each engine up with one closed round of ``prompts``, then send each rate's
-    schedule (``rate -> arrival times``, the request i carrying ``prompts[i % len]``) to both,
-    ``rounds`` times."""
+    schedules (``rate -> one list of arrival times per round``, the request i carrying
+    ``prompts[i % len]``) to both: round j of each engine sends schedule j."""
     __tracebackhide__ = True
     together = source.max_engines >= 2
     rates = sorted(schedules)
@@ -68,14 +69,13 @@ def run_load(
         __tracebackhide__ = True
         engine.generate_round(list(prompts), sampling)
 
-    def measure(which: str, engine: EngineBackend, rate: float) -> None:
+    def measure(which: str, engine: EngineBackend, rate: float, j: int) -> None:
         __tracebackhide__ = True
         firsts.setdefault(rate, which)
-        batch = cycled(prompts, len(schedules[rate]))
+        arrivals = list(schedules[rate][j])
+        batch = cycled(prompts, len(arrivals))
         before = engine.counters() if which == "speculative" else None
-        done.setdefault((which, rate), []).append(
-            engine.load_round(batch, sampling, list(schedules[rate]))
-        )
+        done.setdefault((which, rate), []).append(engine.load_round(batch, sampling, arrivals))
         if before is not None:
             counters[rate] = counters[rate] + engine.counters().since(before, counting(engine))
 
@@ -88,20 +88,20 @@ def run_load(
             for j in range(rounds):
                 order = [("baseline", base), ("speculative", spec)]
                 for which, engine in order if (i + j) % 2 == 0 else order[::-1]:
-                    measure(which, engine, rate)
+                    measure(which, engine, rate, j)
             _say(progress, i, rates, done)
         info = dict(spec.info)
     else:
         base = source.acquire(baseline, timeout=timeout)
         warm(base)
         for rate in rates:
-            for _ in range(rounds):
-                measure("baseline", base, rate)
+            for j in range(rounds):
+                measure("baseline", base, rate, j)
         spec = source.acquire(speculative, timeout=timeout)
         warm(spec)
         for i, rate in enumerate(rates):
-            for _ in range(rounds):
-                measure("speculative", spec, rate)
+            for j in range(rounds):
+                measure("speculative", spec, rate, j)
             _say(progress, i, rates, done)
         info = dict(spec.info)
     return LoadRounds(
