@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 
 import pytest
 
+from ..baselines.report import ReportEntry
 from ..errors import ConfigError, GateError, InconclusiveError
 from ..measure.assertions import check_gates, check_load_gates
 from ..settings import SETTINGS, load_global
@@ -254,10 +255,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
     if state is None or not state.produced:
         return
+    from ..reporting.checklist import checklists
     from ..reporting.table import printable, summary_lines
 
     terminalreporter.write_sep("=", "speculative decoding summary")
-    report = state.as_report()
+    report = state.as_report()  # once: the summary, the checklists and the step summary
     lines = summary_lines(
         report.results,
         report.sweeps,
@@ -271,7 +273,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in lines:
         terminalreporter.write_line(line)
     terminalreporter.write_sep("-", "worth it? (per target and proposer)")
-    for checklist in state.checklists():
+    for checklist in checklists(report):
         for line in checklist.text():
             terminalreporter.write_line(printable(line))
     for name, path in state.written:
@@ -284,7 +286,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         try:
-            _github_summary(summary_path, state)
+            _github_summary(summary_path, state, report.results)
         except OSError as exc:
             terminalreporter.write_line(
                 f"WARNING: the GitHub step summary was not written: $GITHUB_STEP_SUMMARY="
@@ -320,10 +322,9 @@ def _comparison_summary(
         )
 
 
-def _github_summary(path: str, state: SpecDecodeSession) -> None:
+def _github_summary(path: str, state: SpecDecodeSession, results: Sequence[ReportEntry]) -> None:
     from ..reporting.table import phase_markdown, render, render_comparison
 
-    results = state.as_report().results
     parts = ["## Speculative decoding", "", render(results, tablefmt="github"), ""]
     phase_lines = phase_markdown(results, served=state.served)
     if phase_lines:

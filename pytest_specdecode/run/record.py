@@ -51,7 +51,6 @@ from ..measure.result import Outcome, Result, entry
 from ..measure.sequential import Reference
 from ..measure.sweep import Sweep
 from ..measure.timing import TimeSpent
-from ..reporting.checklist import Checklist, checklists
 from ..settings import BY_NAME, MIN_BASELINE_ROUNDS, GlobalSettings, parse_keywords
 from .outputs import check_outputs, planned, with_checklist
 
@@ -386,10 +385,6 @@ class RunRecord:
     def report(self) -> dict[str, Any]:
         """The JSON report (the schema's format): results, products, comparisons, checklist."""
         return with_checklist(self.as_report()).to_dict()
-
-    def checklists(self) -> list[Checklist]:
-        """The "worth it?" checklist of every target and proposer measured so far."""
-        return checklists(self.as_report())
 
     # -- the comparison --------------------------------------------------------------------------
     def check_regressions(self, nodeid: str | None = None) -> list[str]:
