@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,15 +38,12 @@ class ExportFormat:
     text: Callable[[Any], str] = json_text
     empty: str | None = None
 
-    def write(self, path: str, report: Report | Mapping[str, Any]) -> None:
+    def write(self, path: str, report: Report) -> None:
         files.atomic_write_text(path, self.document_text(report, "this run"))
 
-    def document_text(self, report: Report | Mapping[str, Any], where: str) -> str:
-        """The file's text for ``report`` (a report's data is read into a :class:`Report`
-        first, checked, its problems naming ``where``); a :class:`ConfigError` naming
-        ``where`` when the report holds nothing this format takes."""
-        if not isinstance(report, Report):
-            report = Report.from_dict(report, where)
+    def document_text(self, report: Report, where: str) -> str:
+        """The file's text for ``report``; a :class:`ConfigError` naming ``where`` when the
+        report holds nothing this format takes."""
         if not report.results and not report.loads:
             raise ConfigError(f"{where}: holds no results to export")
         document = self.render(report)
