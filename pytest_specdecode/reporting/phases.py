@@ -174,10 +174,10 @@ def pays(figures: PhaseSummary, row: ReportEntry | Result | None = None) -> bool
     measured acceptance length with its interval."""
     be, length = finite(figures.break_even_length), finite(figures.acceptance_length)
     length_ci = pair(figures.acceptance_length_ci)
-    acc, acc_ci = tokens_per_step(figures, row), None
-    if step_yield(figures, row) is None:
-        acc_ci = length_ci
-    elif acc is not None and length and length_ci is not None:
+    acc, acc_ci = step_yield(figures, row), None
+    if acc is None:
+        acc, acc_ci = length, length_ci
+    elif length and length_ci is not None:
         acc_ci = (length_ci[0] * acc / length, length_ci[1] * acc / length)
     if be is None or acc is None:
         return None
