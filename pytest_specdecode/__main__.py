@@ -39,6 +39,7 @@ from .baselines.compare import (
     parse_tolerances,
     result_key,
     verdicts_for,
+    with_detectable,
 )
 from .errors import ConfigError
 from .run.outputs import EXPORT_BY_NAME, EXPORTS
@@ -96,7 +97,7 @@ def _check_output(path: str | None, option: str, *inputs: tuple[str, str]) -> No
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .reporting.table import render, render_comparison
+    from .reporting.table import blind_line, render, render_comparison
 
     _check_output(
         args.json, "--json", (args.old, "baseline file (OLD)"), (args.new, "results file (NEW)")
@@ -124,7 +125,11 @@ def _compare(args: argparse.Namespace) -> int:
     _say(render(new.results, tablefmt=args.format))
     _say("")
     verdicts = verdicts_for(matching, tolerances, args.alpha)
+    with_detectable(verdicts, matching, tolerances, lambda reference: reference)
     _say(render_comparison(verdicts, tablefmt=args.format))
+    for v in verdicts:
+        if v.detectable is not None and v.detectable.blind:
+            _say(blind_line(v.key, v.figure, v.detectable))
     if args.json:
         _write(
             args.json, json.dumps(comparison_entries(verdicts), indent=2, allow_nan=False) + "\n"

@@ -69,7 +69,13 @@ def _trials(value: Any, source: str) -> int | str:
 MIN_BASELINE_ROUNDS = 20
 
 
-def _baseline_trials(value: Any, source: str) -> int:
+def _baseline_trials(value: Any, source: str) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return _baseline_rounds(value, source)
+
+
+def _baseline_rounds(value: Any, source: str) -> int:
     number = _positive_int(value, source)
     if number < MIN_BASELINE_ROUNDS:
         raise ConfigError(
@@ -241,10 +247,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "baseline_trials",
         "paired rounds per run() when saving a run that will serve as a baseline "
-        "(--specdecode-save, --specdecode-update-baseline; default 30, at least 20: the "
-        "regression rule pools the baseline's rounds)",
+        "(--specdecode-save, --specdecode-update-baseline): 'auto' (default) takes rounds, "
+        "from 20 up to --specdecode-baseline-max-trials, until they let a compared run catch "
+        "a drop of twice the speedup tolerance; a number (at least 20) takes that many",
         _baseline_trials,
-        default=30,
+        default="auto",
+    ),
+    Setting(
+        "baseline_max_trials",
+        "most paired rounds per run() a saving run sized by its noise takes "
+        "(--specdecode-baseline-trials auto; default 90, at least 20)",
+        _baseline_rounds,
+        default=90,
+    ),
+    Setting(
+        "compare_max_trials",
+        "most paired rounds per run() when comparing with a baseline: the run takes the "
+        "rounds its baseline planned (two thirds of the saved rounds, at least 20), at most "
+        "this many (default 40)",
+        _trials,
+        default=40,
     ),
     Setting(
         "precision",

@@ -222,9 +222,11 @@ def test_comparison_entries_state_each_decision() -> None:
     new_missing = comparison_entries(compare_runs([a], [b], [Tolerance("speedup", 0.05, True)]))
     assert new_missing == [
         {"key": "t.py::test_b", "figure": None, "stored": None, "new": None, "change": None,
-         "tolerance": None, "decision": "new", "p_value": None, "rounds": None},
+         "tolerance": None, "decision": "new", "p_value": None, "rounds": None,
+         "detectable": None},
         {"key": "t.py::test_a", "figure": None, "stored": None, "new": None, "change": None,
-         "tolerance": None, "decision": "missing", "p_value": None, "rounds": None},
+         "tolerance": None, "decision": "missing", "p_value": None, "rounds": None,
+         "detectable": None},
     ]  # fmt: skip
 
 

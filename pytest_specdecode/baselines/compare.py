@@ -15,13 +15,14 @@ and rates of tokens, p < ``ALPHA``). Improvements are reported the same way, mir
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import ConfigError
 from ..figure_table import figure as figure_row
 from ..figure_table import finite
+from ..measure.detectable import Detectable, figure_drop, relative_tolerance, speedup_drop
 from ..measure.result import Result
 from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
@@ -190,6 +191,8 @@ class Verdict:
     tolerance: str = ""
     nodeid: str = ""  # the test the verdict belongs to (routes it to that test's report)
     rounds: int | None = None  # speedup: the round at which the sequential rule decided
+    #: the smallest drop this comparison could catch with 95% probability (None: not known)
+    detectable: Detectable | None = None
 
     @property
     def change(self) -> float | None:
@@ -226,6 +229,7 @@ class Verdict:
             "decision": self.decision,
             "p_value": finite(self.p_value),
             "rounds": self.rounds,
+            "detectable": None if self.detectable is None else self.detectable.to_dict(),
         }
 
     @classmethod
@@ -237,7 +241,9 @@ class Verdict:
         comes from."""
         if "status" in data:  # the fields
             names = {f.name for f in fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in names})
+            values = {k: v for k, v in data.items() if k in names}
+            values["detectable"] = _detectable(data.get("detectable"))
+            return cls(**values)
         figure = data.get("figure") or ""
         tolerance = data.get("tolerance")
         decision = str(data["decision"])
@@ -250,6 +256,7 @@ class Verdict:
             p_value=_optional(data.get("p_value")),
             tolerance="" if tolerance is None else f"{figure}:{tolerance}",
             rounds=None if data.get("rounds") is None else int(data["rounds"]),
+            detectable=_detectable(data.get("detectable")),
         )
 
     def describe(self) -> str:
@@ -259,6 +266,8 @@ class Verdict:
         p = "" if self.p_value is None else f", p={self.p_value:.3g}"
         if self.rounds is not None:
             p += f", decided after {self.rounds} rounds"
+        if self.detectable is not None:
+            p += f"; could catch drops from {self.detectable.text()}"
         return (
             f"{self.key}: {self.figure} {self.status}: stored {self.old:.3f}, now "
             f"{self.new:.3f}{change}; tolerance {self.tolerance}{p}"
@@ -320,9 +329,11 @@ def compare_one(old: Entry, new: Entry, tolerance: Tolerance, alpha: float = ALP
 
 
 def reference_of(stored: Entry) -> Reference:
-    """What the sequential rule needs of a stored result: its rounds and saving sessions."""
+    """What the sequential rule needs of a stored result: its rounds, saving sessions and
+    the compared rounds it planned."""
     sessions: list[Session] = list(stored.sessions or ())
-    return Reference.of([float(r) for r in stored.result.ratios], sessions)
+    ratios = [float(r) for r in stored.result.ratios]
+    return Reference.of(ratios, sessions, stored.result.compared_rounds)
 
 
 def speedup_tolerance(tolerance: Tolerance, stored: Entry) -> float:
@@ -377,6 +388,71 @@ def _speedup_verdict(old: Entry, new: Entry, tolerance: Tolerance, verdict: Verd
     verdict.p_value = decision.p_value
     verdict.rounds = decision.rounds
     return verdict
+
+
+def _detectable(data: Any) -> Detectable | None:
+    return None if data is None else Detectable.from_dict(data)
+
+
+def detectable_drop(
+    stored: Result,
+    tolerance: Tolerance,
+    compared: int,
+    sessions: Sequence[Session] = (),
+) -> Detectable | None:
+    """The smallest drop of ``tolerance.figure`` that a run of at most ``compared`` rounds
+    compared with ``stored`` is caught in with 95% probability (:mod:`~.detectable`); None
+    where the stored result has no per-round values of it."""
+    figure = tolerance.figure
+    if figure == "speedup":
+        ratios = [float(r) for r in stored.ratios or []]
+        if len(ratios) < 2 or min(ratios) <= 0:
+            return None
+        reference = Reference.of(ratios, sessions)
+        relative = relative_tolerance(tolerance, float(stored.speedup))
+        return speedup_drop(ratios, compared, relative, reference.session_var, reference.sessions)
+    values = samples_of(stored, figure)
+    if len(values) < 2:
+        return None
+    return figure_drop(
+        values, compared, tolerance.amount, relative=tolerance.relative,
+        log=FIGURES[figure], alpha=ALPHA,
+    )  # fmt: skip
+
+
+def detectable_drops(
+    result: Result, tolerances: Sequence[Tolerance], compared: int
+) -> dict[str, Detectable]:
+    """Each compared figure's :func:`detectable_drop` for ``result`` saved as a baseline."""
+    drops = {t.figure: detectable_drop(result, t, compared) for t in tolerances}
+    return {figure: drop for figure, drop in drops.items() if drop is not None}
+
+
+def with_detectable(
+    verdicts: Sequence[Verdict],
+    matching: Matching[Entry],
+    tolerances: Sequence[Tolerance],
+    limit: Callable[[Reference], Reference],
+) -> None:
+    """Set each verdict's detectable drop: the speedup's from the stored rounds and the
+    rounds the compared run could take (``limit`` of its reference), every other figure's
+    from the rounds it took."""
+    by_figure = {t.figure: t for t in tolerances}
+    stored_of = {result_key(r): (r, s) for r, s in matching.pairs if s is not None}
+    for verdict in verdicts:
+        pair = stored_of.get(verdict.key)
+        tolerance = by_figure.get(verdict.figure)
+        if pair is None or tolerance is None:
+            continue
+        new, stored = pair
+        if verdict.figure == "speedup":
+            compared = limit(reference_of(stored)).compared or len(new.result.ratios or [])
+        else:
+            compared = len(samples_of(new.result, verdict.figure))
+        if compared >= 2:
+            verdict.detectable = detectable_drop(
+                stored.result, tolerance, compared, list(stored.sessions or ())
+            )
 
 
 def compare_runs(

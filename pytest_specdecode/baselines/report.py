@@ -23,13 +23,14 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..measure.choice import Ranking
+from ..measure.detectable import Detectable
 from ..measure.equivalence import DistributionCheck
 from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult
 from ..measure.result import EngineFigures, Outcome, Result
 from ..measure.sequential import Session
 from ..measure.sweep import Sweep
-from .compare import Verdict
+from .compare import Verdict, result_key
 from .files import FORMAT_VERSION, PRODUCTS, _non_finite_at, _path_text, results_schema
 
 #: Keys of a report entry that are neither the result's nor its outcome's, kept typed: a
@@ -126,6 +127,16 @@ class Report:
     def result(self, nodeid: str, label: str = "") -> Result | None:
         """The result of that key (node id, label), None when the report has none."""
         return next((e.result for e in self.results if e.key == (nodeid, label)), None)
+
+    def detectable(self, entry: ReportEntry) -> dict[str, Detectable]:
+        """What each compared figure of ``entry`` could catch: the comparison's, where this
+        run was compared with a baseline, else the result's own (a saved baseline's)."""
+        found = dict(entry.result.detectable)
+        key = result_key(entry)
+        for verdict in self.comparisons or ():
+            if verdict.key == key and verdict.detectable is not None:
+                found[verdict.figure] = verdict.detectable
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON data (what :meth:`from_dict` read, for a report this version

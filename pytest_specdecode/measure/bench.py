@@ -25,6 +25,7 @@ from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair, parse_keywords
 from .choice import Ranking, candidate_configs
+from .detectable import SavePlan
 from .equivalence import (
     DEFAULT_ALPHA,
     DEFAULT_SAMPLES,
@@ -161,7 +162,8 @@ class Bench:
     interpreter) shuts them down. ``source`` brings engines of one's own (the plugin's pool,
     a test fake); ``gates`` (the marker's thresholds) are what adaptive trials decide against;
     ``reference`` gives a label's stored speedup and its relative tolerance (the run then
-    goes on until the regression rule decides); ``sink`` (a :class:`Sink`, e.g. a
+    goes on until the regression rule decides, at most the rounds it plans); ``plan`` sizes a
+    saving run by its noise (:class:`~.detectable.SavePlan`); ``sink`` (a :class:`Sink`, e.g. a
     :class:`~pytest_specdecode.run.record.RunRecord`) takes every product as it is made.
     """
 
@@ -176,6 +178,7 @@ class Bench:
         source: EngineSource | None = None,
         gates: Mapping[str, float] | None = None,
         reference: Callable[[str], tuple[Reference, float] | None] | None = None,
+        plan: SavePlan | None = None,
         sink: Sink | None = None,
         progress: Progress | None = _stderr,
         **settings: Any,
@@ -194,6 +197,7 @@ class Bench:
         self.name, self.category = name, category
         self.gates = dict(gates or {})
         self._reference = reference
+        self._plan = plan
         self._sink = sink
         self.progress: Progress = progress or (lambda _: None)
         self._source, self._owns_source = source, source is None
@@ -361,11 +365,18 @@ class Bench:
         if wanted == "auto":
             thresholds = [t for t in (self.gates.get("min_speedup"),) if t is not None]
             stops.append(adaptive_stop(thresholds, self.settings.get("precision"), most))
+        fixed = int(wanted) if wanted != "auto" else most
+        plan = self._plan
+        if plan is not None:  # a saving run sized by its noise
+            if self.source.max_engines < 2:  # cannot stop early
+                return max(plan.fixed, fixed), None, []
+            sized = plan.stop()
+            return max(plan.most, fixed), lambda r: len(r) >= fixed and sized(r), []
         stored = self._reference(label) if self._reference is not None else None
         if stored is not None and self.source.max_engines >= 2:
             reference, tolerance = stored
+            most = reference.compared or most
             stops.append(lambda r: decide(reference, r, tolerance, final=False).decided)
-        fixed = int(wanted) if wanted != "auto" else most
         if not stops:
             return fixed, None, []
         if self.source.max_engines < 2:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .detectable import Detectable
 from .phases import PhaseSummary
 from .stats import percentile
 
@@ -108,6 +109,10 @@ class Result:
     #: both engines' step time by phase, the break-even acceptance length and why speculation
     #: pays or not; None when any measured round has no step profile (a served engine)
     phases: PhaseSummary | None = None
+    #: a saved baseline's: the smallest drop of each compared figure its rule catches with
+    #: 95% probability (:mod:`~.detectable`), and the most rounds a run compared with it takes
+    detectable: dict[str, Detectable] = field(default_factory=dict)
+    compared_rounds: int | None = None
 
     def to_dict(self, *, with_outputs: bool = True) -> dict[str, Any]:
         """Plain JSON values (non-finite numbers as null); without outputs, no token ids or
@@ -115,6 +120,12 @@ class Result:
         data = asdict(self)
         data["speedup_ci"] = list(self.speedup_ci)
         data["phases"] = None if self.phases is None else self.phases.to_dict()
+        # a saved baseline's figures only (reports of other runs stay as they were)
+        data["detectable"] = {k: v.to_dict() for k, v in self.detectable.items()}
+        if not self.detectable:
+            del data["detectable"]
+        if self.compared_rounds is None:
+            del data["compared_rounds"]
         if not with_outputs:
             for side in ("baseline", "speculative"):
                 data[side].pop("token_ids")
@@ -140,6 +151,8 @@ class Result:
         values["least_gain"] = tuple(int(i) for i in data.get("least_gain") or ())
         phases = data.get("phases")
         values["phases"] = None if phases is None else PhaseSummary.from_dict(phases)
+        drops = data.get("detectable") or {}
+        values["detectable"] = {str(k): Detectable.from_dict(v) for k, v in drops.items()}
         return cls(**values)
 
     @property

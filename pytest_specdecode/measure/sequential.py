@@ -183,11 +183,15 @@ class Reference:
     logs: tuple[float, ...]  # stored per-round log ratios
     session_var: float = 0.0  # between-session variance (0: not measured)
     sessions: int = 1  # saving sessions behind session_var
+    compared: int | None = None  # most rounds a compared run takes (None: the caller's)
 
     @classmethod
-    def of(cls, ratios: Sequence[float], sessions: Sequence[Session] = ()) -> Reference:
+    def of(
+        cls, ratios: Sequence[float], sessions: Sequence[Session] = (), compared: int | None = None
+    ) -> Reference:
         tau2 = session_variance(sessions)
-        return cls(tuple(_logs(ratios)), tau2 or 0.0, len(sessions) if tau2 is not None else 1)
+        n = len(sessions) if tau2 is not None else 1
+        return cls(tuple(_logs(ratios)), tau2 or 0.0, n, compared)
 
 
 @dataclass(frozen=True)

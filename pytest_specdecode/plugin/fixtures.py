@@ -55,7 +55,7 @@ class SpecDecode:
             spec.speculative.target or None, spec.speculative.speculative_config,
             spec.speculative.engine_kwargs, name=spec.nodeid, category=spec.category,
             source=session.pool, gates=spec.gates,
-            reference=lambda label: session.reference(spec.nodeid, label),
+            reference=lambda label: session.reference(spec.nodeid, label), plan=session.plan(),
             sink=self, progress=session.progress, **settings,
         )  # fmt: skip
         session.benches.append(self.bench)

@@ -256,7 +256,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if state is None or not state.produced:
         return
     from ..reporting.checklist import checklists
-    from ..reporting.table import printable, summary_lines
+    from ..reporting.table import printable, sizing_lines, summary_lines
 
     terminalreporter.write_sep("=", "speculative decoding summary")
     report = state.as_report()  # once: the summary, the checklists and the step summary
@@ -272,6 +272,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     )
     for line in lines:
         terminalreporter.write_line(line)
+    for line in sizing_lines(report):
+        terminalreporter.write_line(line, yellow=line.startswith("WARNING"))
     terminalreporter.write_sep("-", "worth it? (per target and proposer)")
     for checklist in checklists(report):
         for line in checklist.text():

@@ -109,7 +109,9 @@ class SpecDecodeSession(RunRecord):
             "results": [self.entry(r) | {"worker": worker} for r in self.results_for(nodeid)],
             # the report's entry and every field (status, node id), for the controller
             "comparisons": [
-                v.to_dict() | finite(vars(v)) for v in self.verdicts if v.nodeid == nodeid
+                v.to_dict() | finite(vars(v) | {"detectable": v.to_dict()["detectable"]})
+                for v in self.verdicts
+                if v.nodeid == nodeid
             ],
             **{
                 kind: [x.to_dict() for x in getattr(self, kind) if x.nodeid == nodeid]

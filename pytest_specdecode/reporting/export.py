@@ -7,6 +7,10 @@ comparison matches results), its phase figures (break-even length with its inter
 share, verification cost: lower is better) with it where it has them; each arrival rate of a
 load test is one more, named ``<key>@<rate>req/s`` (``<key>@all-at-once`` for an infinite
 rate); each concurrency of a schedule check is one more, named ``<nodeid>@c=<concurrency>``.
+A result saved as a baseline, or compared with one, also carries each compared figure's
+detectable drop (``speedup-detectable-drop``: the smallest drop its rule catches with 95%
+probability, a share for a % tolerance; lower is better; left out where not even the
+largest drop searched is caught).
 A figure that was not measured (null in the report, ``nan`` or None on the typed object) is
 left out; every number written is finite. Each renderer takes the typed report
 (:class:`~pytest_specdecode.baselines.report.Report`). Which figures, their measure names,
@@ -24,6 +28,7 @@ from typing import Any
 
 from ..baselines.report import Report, ReportEntry
 from ..figure_table import exported, figure, finite, headline
+from ..measure.detectable import Detectable
 from ..measure.kschedule import ScheduleCheck, ScheduleRow
 from ..measure.load import LoadPoint, LoadResult
 from ..measure.result import Result
@@ -84,6 +89,17 @@ def _schedule_rows(report: Report) -> list[tuple[str, ScheduleRow]]:
     ]
 
 
+def detectable_measure(figure: str) -> str:
+    """The measure name of a figure's detectable drop: ``speedup-detectable-drop``."""
+    return f"{figure.replace('_', '-')}-detectable-drop"
+
+
+def _detectable(report: Report, entry: ReportEntry) -> dict[str, Detectable]:
+    """The finite detectable drops of one result (:meth:`Report.detectable`), by measure."""
+    drops = report.detectable(entry).items()
+    return {detectable_measure(f): d for f, d in drops if math.isfinite(d.drop)}
+
+
 def bmf(report: Report) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value",
     "upper_value"}}}``; the speedup, the break-even length, the TPOT gain and a schedule
@@ -94,6 +110,8 @@ def bmf(report: Report) -> dict[str, dict[str, dict[str, float]]]:
     for entry in report.results:
         measures = _measures(entry.result, "result")
         measures.update(_measures(entry.result.phases, "phases"))
+        for measure, drop in _detectable(report, entry).items():
+            measures[measure] = {"value": drop.drop}
         if measures:
             out[benchmark_name(entry)] = measures
     for name, point in _load_points(report):
@@ -157,7 +175,9 @@ def github_action_benchmark(report: Report) -> list[dict[str, Any]]:
         result = e.result
         entry = _entry(benchmark_name(e), result, "result")
         if entry is not None:
-            entry["extra"] = "; ".join(_extra(result, "result") + _extra(result.phases, "phases"))
+            drops = [f"{m} {d.text()}" for m, d in _detectable(report, e).items()]
+            extra = _extra(result, "result") + _extra(result.phases, "phases") + drops
+            entry["extra"] = "; ".join(extra)
             entries.append(entry)
     for name, point in _load_points(report):
         entry = _entry(name, point, "load")
@@ -186,6 +206,11 @@ def github_action_benchmark_smaller(report: Report) -> list[dict[str, Any]]:
     engine, an older report) has none."""
     entries = []
     for e in report.results:
+        for measure, drop in _detectable(report, e).items():
+            shown, unit = (100 * drop.drop, "%") if drop.relative else (drop.drop, "")
+            name = f"{benchmark_name(e)} {measure}"
+            extra = f"designed to catch {drop.designed:g}"
+            entries.append({"name": name, "unit": unit, "value": shown, "extra": extra})
         figures = e.result.phases
         if figures is None:
             continue

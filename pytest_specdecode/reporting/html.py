@@ -47,12 +47,14 @@ from .phases import (
 )
 from .table import (
     CHECK_HEADERS,
+    COMPARISON_HEADERS,
     LOAD_LEGEND,
     RANKING_HEADERS,
     SCHEDULE_HEADERS,
     SCHEDULE_LEGEND,
     check_line,
     check_rows,
+    comparison_rows,
     distribution_line,
     label,
     load_line,
@@ -61,6 +63,7 @@ from .table import (
     render_loads,
     schedule_line,
     schedule_rows,
+    sizing_lines,
     speculative_config_json,
     sweep_line,
     without_surrogates,
@@ -765,7 +768,29 @@ def _flags(report: Report, env: Mapping[str, Any]) -> list[str]:
                 f"<p class='flag'><b>Failed</b>: <code>{html.escape(label(r))}</code>: "
                 f"{html.escape(reasons)}.</p>"
             )
+    for line in sizing_lines(report):
+        if line.startswith("WARNING: "):
+            flags.append(
+                f"<p class='flag'><b>Blind</b>: {html.escape(line.removeprefix('WARNING: '))}</p>"
+            )
     return flags
+
+
+def _baseline_section(report: Report) -> list[str]:
+    """The comparison with the baseline (its table, with what each comparison could catch)
+    and what each saved result lets a later run see."""
+    parts = []
+    if report.comparisons is not None:
+        parts += [
+            "<h2>Comparison with the baseline</h2>",
+            _table("comparison", COMPARISON_HEADERS, comparison_rows(report.comparisons)),
+        ]
+    saved = [line for line in sizing_lines(report) if line.startswith("baseline ")]
+    if saved:
+        parts.append("<h2>What this baseline can see</h2><ul id='baseline'>")
+        parts += [f"<li>{html.escape(line.removeprefix('baseline '))}</li>" for line in saved]
+        parts.append("</ul>")
+    return parts
 
 
 def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
@@ -854,6 +879,7 @@ def render_html(report: Report) -> str:
             f" &mdash; {html.escape(reasons)}</li>"
         )
     parts.append("</ul>")
+    parts += _baseline_section(report)
     if results:
         parts += [
             "<h2>Charts</h2>",

@@ -13,9 +13,11 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..baselines.report import ReportEntry
+from ..baselines.compare import result_key
+from ..baselines.report import Report, ReportEntry
 from ..figure_table import figure, header, real
 from ..measure.choice import Ranking
+from ..measure.detectable import Detectable
 from ..measure.equivalence import DistributionCheck
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, LoadSummary, rate_text
@@ -494,11 +496,16 @@ def render_ranking(ranking: Ranking, tablefmt: str = "simple") -> str:
     return _tabulate(ranking_rows(ranking), RANKING_HEADERS, tablefmt)
 
 
-COMPARISON_HEADERS = ("test", "figure", "stored", "now", "change", "p", "verdict")
+COMPARISON_HEADERS = ("test", "figure", "stored", "now", "change", "p", "verdict", "catches")
 
 
 def render_comparison(verdicts: Iterable[Any], tablefmt: str = "simple") -> str:
     """The comparison table: one row per figure compared (``compare.Verdict`` objects)."""
+    return _tabulate(comparison_rows(verdicts), COMPARISON_HEADERS, tablefmt)
+
+
+def comparison_rows(verdicts: Iterable[Any]) -> list[list[str]]:
+    """The comparison table's rows (:data:`COMPARISON_HEADERS`), as printable text."""
     table = []
     for v in verdicts:
         change = v.change
@@ -510,9 +517,54 @@ def render_comparison(verdicts: Iterable[Any], tablefmt: str = "simple") -> str:
             "-" if change is None else f"{change * 100:+.1f}%",
             _num(v.p_value, ".3g"),
             v.status.upper() if v.status == "regressed" else v.status,
+            _catches(v.detectable),
         ]
         table.append([printable(cell) for cell in cells])
-    return _tabulate(table, COMPARISON_HEADERS, tablefmt)
+    return table
+
+
+def _catches(detectable: Detectable | None) -> str:
+    """A comparison's detectable drop: ``">= 8.7%"``, with ``" (blind)"`` when it is above
+    the drop the rule is designed to catch; ``"-"`` when not known."""
+    if detectable is None:
+        return "-"
+    return f">= {detectable.text()}" + (" (blind)" if detectable.blind else "")
+
+
+#: What to change when a baseline or a comparison cannot see the drop its rule is designed for.
+BLIND_FIX = (
+    "lower the per-round noise (more prompts or max_tokens per round, fewer concurrent jobs "
+    "on the runner) or allow more rounds (--specdecode-baseline-max-trials when saving, "
+    "--specdecode-compare-max-trials when comparing)"
+)
+
+
+def sizing_lines(report: Report) -> list[str]:
+    """What each saved result lets a later run see (its rounds, the compared rounds it plans
+    and each figure's detectable drop), and a warning with the fix for every result or
+    comparison that cannot see the drop its rule is designed to catch (twice the
+    tolerance)."""
+    lines = []
+    for entry in report.results:
+        result, drops = entry.result, report.detectable(entry)
+        key = printable(result_key(entry))
+        if result.detectable:
+            figures = ", ".join(f"{f} {d.text()}" for f, d in result.detectable.items())
+            lines.append(
+                f"baseline {key}: {len(result.ratios)} rounds saved, compared runs take up to "
+                f"{result.compared_rounds}; catches drops from {figures}"
+            )
+        lines += [blind_line(key, f, d) for f, d in drops.items() if d.blind]
+    return lines
+
+
+def blind_line(key: str, figure: str, drop: Detectable) -> str:
+    """The warning for a figure whose rule cannot see the drop it is designed to catch."""
+    designed = f"{drop.designed * 100:g}%" if drop.relative else f"{drop.designed:g}"
+    return (
+        f"WARNING: {key}: {figure}: only drops from {drop.text()} are caught (95% of the "
+        f"time), not the {designed} its rule is designed to catch: {BLIND_FIX}"
+    )
 
 
 def _seconds(value: Any) -> str:

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..baselines.compare import (
     Tolerance,
     Verdict,
     check_speedup_amount,
+    detectable_drops,
     environment_change_lines,
     environments_differing,
     parse_tolerances,
@@ -37,6 +39,7 @@ from ..baselines.compare import (
     speedup_tolerance,
     too_few_rounds,
     verdicts_for,
+    with_detectable,
 )
 from ..baselines.environment import collect
 from ..baselines.report import Report, ReportEntry
@@ -44,6 +47,7 @@ from ..engines.protocol import EngineSource
 from ..errors import ConfigError
 from ..measure.bench import Bench, Product, Progress
 from ..measure.choice import Ranking
+from ..measure.detectable import DEFAULT_SAVED, SavePlan, compared_rounds
 from ..measure.equivalence import DistributionCheck
 from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult
@@ -80,6 +84,8 @@ RECORD_SETTINGS = (
     "update_baseline",
     "strict_environment",
     "baseline_trials",
+    "baseline_max_trials",
+    "compare_max_trials",
 )
 
 
@@ -196,11 +202,33 @@ class RunRecord:
 
     def trials(self, trials: int | str) -> int | str:
         """The rounds a run takes: a saving run takes at least ``baseline_trials`` (a baseline
-        pools its rounds into every later comparison)."""
-        if not self.saving:
+        pools its rounds into every later comparison); sized by its noise (``auto``), the
+        :meth:`plan` decides and ``trials`` is only a floor."""
+        if not self.saving or self.plan() is not None:
             return trials
-        least = int(self.settings.get("baseline_trials"))
+        least = self.settings.get("baseline_trials")
+        least = DEFAULT_SAVED if least == "auto" else int(least)
         return least if trials == "auto" else max(int(trials), least)
+
+    def plan(self) -> SavePlan | None:
+        """How a saving run sized by its noise takes its rounds (None: not saving, a fixed
+        ``baseline_trials``, or no speedup tolerance to size for)."""
+        tolerance = self.speedup_tolerance
+        if not self.saving or tolerance is None:
+            return None
+        if self.settings.get("baseline_trials") != "auto":
+            return None
+        return SavePlan(
+            tolerance,
+            int(self.settings.get("baseline_max_trials")),
+            self.compare_cap,
+            DEFAULT_SAVED,
+        )
+
+    @property
+    def compare_cap(self) -> int:
+        """The most rounds a compared run takes, whatever its baseline planned."""
+        return int(self.settings.get("compare_max_trials"))
 
     def reference(self, nodeid: str, label: str | None) -> tuple[Reference, float] | None:
         """The stored speedup of a result and its relative tolerance, when comparing with a
@@ -211,7 +239,13 @@ class RunRecord:
         stored = self._stored.find(ResultKey(nodeid, label or ""))
         if stored is None or len(stored.result.ratios or []) < MIN_BASELINE_ROUNDS:
             return None
-        return reference_of(stored), speedup_tolerance(tolerance, stored)
+        return self._compared_limit(reference_of(stored)), speedup_tolerance(tolerance, stored)
+
+    def _compared_limit(self, reference: Reference) -> Reference:
+        """``reference`` with the most rounds a run compared with it takes: what its baseline
+        planned (``max_trials`` for a baseline saved before plans), at most the cap."""
+        planned = reference.compared or int(self.settings.get("max_trials"))
+        return replace(reference, compared=min(planned, self.compare_cap))
 
     # -- what the benches make -----------------------------------------------------------------
     def bench(
@@ -232,7 +266,7 @@ class RunRecord:
         bench = Bench(
             target, speculative_config, engine_kwargs, name=name, sink=self,
             reference=lambda label: self.reference(name, label), progress=self.progress,
-            trials=self.trials(trials), **kwargs,
+            trials=self.trials(trials), plan=self.plan(), **kwargs,
         )  # fmt: skip
         self.benches.append(bench)
         return bench
@@ -247,13 +281,25 @@ class RunRecord:
         if not self.engine_info and bench.engine_info:
             self.engine_info.update(bench.engine_info)
         if isinstance(product, Result):
-            self.results.append(product)
+            self.results.append(self.sized(product))
             return
         for kind, cls in PRODUCTS.items():
             if isinstance(product, cls):
                 getattr(self, kind).append(product)
                 return
         raise TypeError(f"RunRecord.take: not a product: {type(product).__name__}")
+
+    def sized(self, result: Result) -> Result:
+        """``result`` with what it lets a later run see when it is saved as a baseline: the
+        compared rounds it plans and each compared figure's detectable drop."""
+        if not self.saving or len(result.ratios or []) < MIN_BASELINE_ROUNDS:
+            return result
+        compared = compared_rounds(len(result.ratios), self.compare_cap)
+        return replace(
+            result,
+            compared_rounds=compared,
+            detectable=detectable_drops(result, self.tolerances, compared),
+        )
 
     @property
     def served(self) -> bool:
@@ -400,10 +446,9 @@ class RunRecord:
         self._compared.update(r.key for r in fresh)
         matching = self._stored.match([ReportEntry(r) for r in fresh])
         refused = self._environment_refused(matching)
-        verdicts = verdicts_for(
-            Matching([(r, s) for r, s in matching.pairs if result_key(r) not in refused]),
-            self.tolerances,
-        )
+        kept = Matching([(r, s) for r, s in matching.pairs if result_key(r) not in refused])
+        verdicts = verdicts_for(kept, self.tolerances)
+        with_detectable(verdicts, kept, self.tolerances, self._compared_limit)
         self.verdicts.extend(verdicts)
         return [
             f"{key}: not compared: its baseline entry was measured in another environment "

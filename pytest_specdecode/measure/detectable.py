@@ -1,0 +1,313 @@
+"""What a stored baseline can see: the smallest drop the regression rules catch.
+
+A baseline's rounds fix how well a later run can be judged against it. The *detectable drop*
+of a figure is the smallest relative drop that the figure's rule catches with
+:data:`POWER` probability when a compared run takes at most ``compared`` rounds. It is found
+by simulating the rule itself, not a formula:
+
+- the speedup: :func:`~.sequential.decide` on simulated stored and compared runs whose per-round
+  log ratios are resampled from the stored run's own (centred on their robust location, so a
+  stalled round in the baseline is as likely in the simulation), each run shifted by a
+  between-session offset of the measured variance;
+- every other figure with per-round values: the two-gate rule of
+  :func:`~pytest_specdecode.baselines.compare.compare_one` (a drop beyond the tolerance that a
+  one-sided Welch t-test at ``alpha`` also finds), on values resampled the same way, the
+  compared run taking ``compared`` rounds.
+
+The same simulated draws serve every drop tried (common random numbers), so the share caught
+rises with the drop and the search is exact to :data:`RESOLUTION`; the draws come from a
+fixed seed, so the same rounds always give the same figure. A drop of twice the tolerance is
+what the rules are designed to catch (:func:`declared_drop`); a figure whose detectable drop is
+larger cannot see it.
+
+:func:`sized_stop` is the stopping rule of a saving session sized by its noise: it stops once
+the rounds saved so far can see the declared drop with the compared rounds they plan
+(:func:`compared_rounds`). The error rates of the whole design are measured in
+``benchmarks/decisions.py sized``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..tolerances import Tolerance
+from .sequential import MIN_ROUNDS, Reference, decide, robust_location
+from .stats import welch_less
+
+#: Share of drops of the detectable size the rule catches.
+POWER = 0.95
+#: Simulated compared runs per drop tried (Monte Carlo sd of the share near POWER: 1.1 points).
+REPS = 400
+#: The largest drop searched (relative); a figure that cannot see this reports ``inf``.
+MOST_DROP = 0.9
+#: Precision of the search, as a share of the declared drop.
+RESOLUTION = 0.02
+#: The compared rounds of a baseline saved with at most this many rounds (the old default).
+LEAST_COMPARED = 20
+#: A saving session sized by its noise first looks after this many rounds, then every
+#: :data:`LOOK_EVERY` rounds.
+FIRST_LOOK = 20
+LOOK_EVERY = 5
+#: Rounds of a saving run whose engines cannot stop early (a pool of one engine), and of a
+#: fixed ``baseline_trials`` before sizing existed.
+DEFAULT_SAVED = 30
+_SEED = 20261205
+
+
+def declared_drop(tolerance: float) -> float:
+    """The relative drop a figure's rule is designed to catch: twice its tolerance."""
+    return min(2 * tolerance, MOST_DROP)
+
+
+@dataclass(frozen=True)
+class Detectable:
+    """The smallest drop of a figure its rule catches with :data:`POWER` probability
+    (``math.inf``: not even the largest searched) and the drop the rule is designed to catch
+    (twice the tolerance), both relative for a % tolerance, else absolute."""
+
+    drop: float
+    designed: float
+    relative: bool = True
+
+    @property
+    def blind(self) -> bool:
+        """Whether the designed drop would go unseen more than 1 - POWER of the time."""
+        return self.drop > self.designed
+
+    def text(self) -> str:
+        """``"8.7%"``, ``"0.031"``, ``"none up to 90%"``."""
+        if math.isinf(self.drop):
+            return f"none up to {MOST_DROP:.0%}" if self.relative else "none up to 10x"
+        return f"{self.drop * 100:.1f}%" if self.relative else f"{self.drop:.3g}"
+
+    def to_dict(self) -> dict[str, object]:
+        """``drop`` (``"none"`` for infinity), ``designed``, ``relative``."""
+        drop: object = "none" if math.isinf(self.drop) else self.drop
+        return {"drop": drop, "designed": self.designed, "relative": self.relative}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Detectable:
+        drop = data["drop"]
+        return cls(
+            math.inf if drop == "none" else float(drop),  # type: ignore[arg-type]
+            float(data["designed"]),  # type: ignore[arg-type]
+            bool(data.get("relative", True)),
+        )
+
+
+def compared_rounds(saved: int, cap: int) -> int:
+    """The most rounds a compared run takes against a baseline of ``saved`` rounds: two thirds
+    of them, at least :data:`LEAST_COMPARED`, at most ``cap``."""
+    return max(MIN_ROUNDS, min(cap, max(LEAST_COMPARED, math.ceil(2 * saved / 3))))
+
+
+def _residuals(values: Sequence[float]) -> list[float]:
+    """``values`` less their robust location, scaled up by sqrt(n / (n - 1)) (a resample of n
+    values from n spreads less than the values did)."""
+    centre, _ = robust_location(values)
+    n = len(values)
+    inflate = math.sqrt(n / (n - 1)) if n > 1 else 1.0
+    return [(v - centre) * inflate for v in values]
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """The simulated runs, as offsets from the truth: stored and compared, one pair per rep."""
+
+    stored: tuple[tuple[float, ...], ...]
+    compared: tuple[tuple[float, ...], ...]
+
+    @classmethod
+    def of(
+        cls, residuals: Sequence[float], n_stored: int, n_compared: int, session_var: float
+    ) -> _Draws:
+        rng = random.Random(_SEED)
+        tau = math.sqrt(session_var)
+        stored, compared = [], []
+        for _ in range(REPS):
+            a = rng.gauss(0.0, tau) if tau else 0.0
+            b = rng.gauss(0.0, tau) if tau else 0.0
+            stored.append(tuple(a + rng.choice(residuals) for _ in range(n_stored)))
+            compared.append(tuple(b + rng.choice(residuals) for _ in range(n_compared)))
+        return cls(tuple(stored), tuple(compared))
+
+
+#: Simulated runs of :data:`REPS` that must catch a drop for it to count as detectable.
+NEEDED = round(POWER * REPS)
+
+Enough = Callable[[float], bool]
+
+
+def _enough(hit: Callable[[int, float], bool]) -> Enough:
+    """Whether ``hit(rep, drop)`` holds in at least :data:`NEEDED` of the reps; stops
+    simulating as soon as the answer is known."""
+
+    def enough(drop: float) -> bool:
+        misses = 0
+        for rep in range(REPS):
+            misses += not hit(rep, drop)
+            if misses > REPS - NEEDED:
+                return False
+            if misses + REPS - rep - 1 <= REPS - NEEDED:
+                return True
+        return True
+
+    return enough
+
+
+def _speedup_enough(
+    logs: Sequence[float], compared: int, tolerance: float, session_var: float, sessions: int
+) -> Enough:
+    draws = _Draws.of(_residuals(logs), len(logs), compared, session_var)
+    references = [Reference(stored, session_var, sessions) for stored in draws.stored]
+
+    def hit(rep: int, drop: float) -> bool:
+        log_drop = -math.log1p(-drop)
+        ratios = [math.exp(x - log_drop) for x in draws.compared[rep]]
+        return decide(references[rep], ratios, tolerance).status == "regressed"
+
+    return _enough(hit)
+
+
+def _two_gate_enough(
+    values: Sequence[float], compared: int, tolerance: float, relative: bool, log: bool,
+    alpha: float,
+) -> Enough:  # fmt: skip
+    scale = [math.log(v) for v in values] if log else list(values)
+    draws = _Draws.of(_residuals(scale), len(values), compared, 0.0)
+    centre, _ = robust_location(scale)
+
+    def hit(rep: int, drop: float) -> bool:
+        stored, new = draws.stored[rep], draws.compared[rep]
+        if log:
+            b = [centre + x for x in stored]
+            a = [centre + math.log1p(-drop) + x for x in new]
+            old_v = sum(math.exp(x) for x in b) / len(b)
+            new_v = sum(math.exp(x) for x in a) / len(a)
+        else:
+            shift = centre * drop if relative else drop
+            b = [centre + x for x in stored]
+            a = [centre - shift + x for x in new]
+            old_v, new_v = sum(b) / len(b), sum(a) / len(a)
+        floor = old_v * (1 - tolerance) if relative else old_v - tolerance
+        return new_v < floor and welch_less(a, b) < alpha
+
+    return _enough(hit)
+
+
+def _search(enough: Enough, declared: float, least: float, most: float) -> float:
+    """The smallest drop in (``least``, ``most``] that is caught often enough (``inf`` when
+    ``most`` is not), bracketed on the side of ``declared`` its own answer puts it, so the
+    result is above ``declared`` exactly when ``declared`` is not caught often enough."""
+    if enough(declared):
+        low, high = least, declared
+    else:
+        if not enough(most):
+            return math.inf
+        low, high = declared, most
+    while high - low > RESOLUTION * declared:
+        middle = (low + high) / 2
+        if enough(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def speedup_drop(
+    ratios: Sequence[float],
+    compared: int,
+    tolerance: float,
+    session_var: float = 0.0,
+    sessions: int = 1,
+) -> Detectable:
+    """The relative speedup drop the regression rule catches with :data:`POWER` probability
+    against a baseline of these per-round ``ratios`` when a compared run takes at most
+    ``compared`` rounds (``tolerance`` relative; ``session_var`` the measured
+    between-session variance of the log speedup, from ``sessions`` saving sessions)."""
+    logs = [math.log(r) for r in ratios]
+    enough = _speedup_enough(logs, compared, tolerance, session_var, sessions)
+    designed = declared_drop(tolerance)
+    return Detectable(_search(enough, designed, tolerance, MOST_DROP), designed)
+
+
+def figure_drop(
+    values: Sequence[float],
+    compared: int,
+    tolerance: float,
+    *,
+    relative: bool,
+    log: bool,
+    alpha: float,
+) -> Detectable:
+    """The drop of a figure judged by the two-gate rule that is caught with :data:`POWER`
+    probability from these stored per-round ``values`` and a compared run of ``compared``
+    rounds: relative to the stored level for a relative ``tolerance``, else absolute."""
+    designed = declared_drop(tolerance) if relative else 2 * tolerance
+    if len(values) < 2 or (log and min(values) <= 0):
+        return Detectable(math.inf, designed, relative)
+    enough = _two_gate_enough(values, compared, tolerance, relative, log, alpha)
+    most = MOST_DROP if relative else 10 * designed
+    return Detectable(_search(enough, designed, tolerance, most), designed, relative)
+
+
+def sees(
+    ratios: Sequence[float],
+    compared: int,
+    tolerance: float,
+    session_var: float = 0.0,
+    sessions: int = 1,
+) -> bool:
+    """Whether a baseline of these ``ratios`` lets the regression rule catch
+    :func:`declared_drop` with :data:`POWER` probability in ``compared`` rounds: exactly when
+    :func:`speedup_drop` (same arguments) is at most that drop."""
+    logs = [math.log(r) for r in ratios]
+    enough = _speedup_enough(logs, compared, tolerance, session_var, sessions)
+    return enough(declared_drop(tolerance))
+
+
+def relative_tolerance(tolerance: Tolerance, speedup: float) -> float:
+    """A speedup tolerance as a relative drop (an absolute amount relative to ``speedup``)."""
+    return tolerance.amount if tolerance.relative else tolerance.amount / max(speedup, 1e-9)
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """How a saving run sized by its noise takes its rounds: until they see a drop of twice
+    the speedup ``tolerance`` with the compared rounds they plan (at most ``compare_cap``),
+    at most ``most`` rounds; ``fixed`` rounds where the engines cannot stop early (a pool of
+    one engine)."""
+
+    tolerance: Tolerance
+    most: int
+    compare_cap: int
+    fixed: int = DEFAULT_SAVED
+
+    def stop(self) -> Callable[[list[float]], bool]:
+        def stop(ratios: list[float]) -> bool:
+            speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            rule = sized_stop(relative_tolerance(self.tolerance, speedup), self.most,
+                              self.compare_cap)  # fmt: skip
+            return rule(ratios)
+
+        return stop
+
+
+def sized_stop(tolerance: float, most: int, compare_cap: int) -> Callable[[list[float]], bool]:
+    """The stopping rule of a saving session sized by its noise: after :data:`FIRST_LOOK`
+    rounds and every :data:`LOOK_EVERY` after, stop once the rounds so far :func:`sees` the
+    declared drop with the compared rounds they plan (:func:`compared_rounds`); at ``most``
+    rounds the run stops anyway (the cap)."""
+
+    def stop(ratios: list[float]) -> bool:
+        n = len(ratios)
+        if n >= most:
+            return True
+        if n < FIRST_LOOK or (n - FIRST_LOOK) % LOOK_EVERY:
+            return False
+        return sees(ratios, compared_rounds(n, compare_cap), tolerance)
+
+    return stop

@@ -1,0 +1,123 @@
+"""What a baseline can see (``measure/detectable.py``): the detectable drop found by simulating
+the rules on a result's own rounds, the compared rounds a baseline plans, and the stopping rule
+of a saving run sized by its noise. The error rates of the whole design are measured in
+``benchmarks/decisions.py sized``; these tests pin its behaviour."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pytest_specdecode.measure.detectable import (
+    FIRST_LOOK,
+    MOST_DROP,
+    Detectable,
+    compared_rounds,
+    figure_drop,
+    sees,
+    sized_stop,
+    speedup_drop,
+)
+from pytest_specdecode.measure.sequential import Reference, decide
+
+
+def ratios(sd: float, n: int, seed: int = 1, speedup: float = 2.0) -> list[float]:
+    rng = random.Random(seed)
+    return [speedup * math.exp(rng.gauss(0.0, sd)) for _ in range(n)]
+
+
+def test_quieter_rounds_see_smaller_drops_and_noisy_ones_are_blind() -> None:
+    drops = [speedup_drop(ratios(sd, 30), 20, 0.05) for sd in (0.03, 0.07, 0.15)]
+    assert [d.designed for d in drops] == [0.10] * 3
+    assert drops[0].drop < drops[1].drop < drops[2].drop
+    assert not drops[0].blind and not drops[1].blind  # sd 0.07 at 30/20: about 9%
+    assert drops[2].blind and drops[2].drop > 0.12
+    # the tolerance is the rule's floor: nothing below it is ever called a drop
+    assert all(d.drop > 0.05 for d in drops)
+
+
+def test_more_rounds_see_smaller_drops() -> None:
+    rounds = ratios(0.10, 60)
+    assert speedup_drop(rounds, 40, 0.05).drop < speedup_drop(rounds[:30], 20, 0.05).drop
+
+
+def test_the_same_rounds_give_the_same_figure() -> None:
+    rounds = ratios(0.08, 25, seed=4)
+    assert speedup_drop(rounds, 20, 0.05) == speedup_drop(list(rounds), 20, 0.05)
+
+
+@pytest.mark.parametrize("sd", [0.04, 0.09, 0.10, 0.11, 0.14])
+def test_sees_answers_whether_the_detectable_drop_is_within_the_designed_one(sd: float) -> None:
+    rounds = ratios(sd, 30, seed=7)
+    assert sees(rounds, 20, 0.05) == (not speedup_drop(rounds, 20, 0.05).blind)
+
+
+def test_a_stalled_round_in_the_baseline_is_simulated_too() -> None:
+    calm = ratios(0.06, 30, seed=2)
+    stalled = list(calm)
+    stalled[3] /= 3.0  # one speculative round took three times as long
+    stalled[17] *= 3.0  # one baseline round did
+    assert speedup_drop(stalled, 20, 0.05).drop > speedup_drop(calm, 20, 0.05).drop
+
+
+def test_a_measured_between_session_variance_raises_the_drop() -> None:
+    rounds = ratios(0.05, 30, seed=3)
+    plain = speedup_drop(rounds, 20, 0.05)
+    wandering = speedup_drop(rounds, 20, 0.05, session_var=0.02**2, sessions=5)
+    assert wandering.drop > plain.drop
+
+
+def test_the_figure_is_what_the_rule_catches() -> None:
+    """At the detectable drop, the rule itself (fresh runs drawn like the stored rounds)
+    catches about 95%; at the tolerance, a small share."""
+    sd, stored = 0.07, ratios(0.07, 30, seed=11)
+    found = speedup_drop(stored, 20, 0.05).drop
+    rng = random.Random(5)
+
+    def share(drop: float, reps: int = 300) -> float:
+        hits = 0
+        for _ in range(reps):
+            base = Reference(tuple(rng.gauss(0.0, sd) for _ in range(30)))
+            new = [math.exp(math.log1p(-drop) + rng.gauss(0.0, sd)) for _ in range(20)]
+            hits += decide(base, new, 0.05).status == "regressed"
+        return hits / reps
+
+    assert share(found) > 0.88
+    assert share(0.05) < 0.6
+
+
+def test_the_two_gate_figures() -> None:
+    rng = random.Random(8)
+    steady = [0.7 + rng.gauss(0.0, 0.01) for _ in range(30)]
+    shaky = [0.7 + rng.gauss(0.0, 0.15) for _ in range(30)]
+    kw = {"relative": True, "log": False, "alpha": 0.01}
+    calm = figure_drop(steady, 20, 0.05, **kw)  # type: ignore[arg-type]
+    assert 0.05 < calm.drop < 0.07 and not calm.blind
+    assert figure_drop(shaky, 20, 0.05, **kw).blind  # type: ignore[arg-type]
+    absolute = figure_drop(steady, 20, 0.03, relative=False, log=False, alpha=0.01)
+    assert not absolute.relative and 0.03 < absolute.drop < 0.06 and absolute.designed == 0.06
+    assert math.isinf(figure_drop([0.7], 20, 0.05, **kw).drop)  # type: ignore[arg-type]
+
+
+def test_detectable_text_and_dict_form() -> None:
+    assert Detectable(0.0874, 0.10).text() == "8.7%"
+    blind = Detectable(math.inf, 0.10)
+    assert blind.blind and blind.text() == f"none up to {MOST_DROP:.0%}"
+    assert blind.to_dict() == {"drop": "none", "designed": 0.10, "relative": True}
+    for d in (blind, Detectable(0.031, 0.06, relative=False)):
+        assert Detectable.from_dict(d.to_dict()) == d
+
+
+def test_compared_rounds_are_two_thirds_of_the_saved_at_least_20_within_the_cap() -> None:
+    assert [compared_rounds(n, 40) for n in (20, 30, 45, 60, 90)] == [20, 20, 30, 40, 40]
+    assert compared_rounds(90, 25) == 25 and compared_rounds(30, 10) == 10
+
+
+def test_a_sized_saving_run_looks_at_20_then_every_5_and_stops_at_its_cap() -> None:
+    stop = sized_stop(0.05, most=40, compare_cap=40)
+    quiet = ratios(0.02, 40)
+    assert [n for n in range(2, 41) if stop(quiet[:n])] == list(range(FIRST_LOOK, 41, 5))
+    noisy = ratios(0.2, 40)
+    assert [n for n in range(2, 41) if stop(noisy[:n])] == [40]  # only the cap stops it
