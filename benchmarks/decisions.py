@@ -71,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 
 # ruff: noqa: E402 (imports after the path fix)
 from pytest_specdecode.baselines.compare import compare_one, reference_of, speedup_tolerance
+from pytest_specdecode.baselines.report import ReportEntry
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.hardware import Device
 from pytest_specdecode.engines.protocol import (
@@ -83,6 +84,14 @@ from pytest_specdecode.engines.protocol import (
 from pytest_specdecode.errors import GateError, InconclusiveError
 from pytest_specdecode.measure.assertions import assert_speedup
 from pytest_specdecode.measure.bench import Bench
+from pytest_specdecode.measure.detectable import (
+    DEFAULT_SAVED,
+    FIRST_LOOK,
+    LOOK_EVERY,
+    SavePlan,
+    compared_rounds,
+    sees,
+)
 from pytest_specdecode.measure.result import Result
 from pytest_specdecode.measure.sequential import Session
 from pytest_specdecode.settings import BY_NAME
@@ -99,7 +108,9 @@ BASE_SECONDS = 1.0  # a baseline round's time before noise and drift
 SPEC = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 3}
 TARGET = "org/simulated-target"
 
-BASELINE_TRIALS = int(BY_NAME["baseline_trials"].default)
+BASELINE_TRIALS = DEFAULT_SAVED  # a fixed baseline's rounds (the regression and robust parts)
+BASELINE_MAX_TRIALS = int(BY_NAME["baseline_max_trials"].default)
+COMPARE_MAX_TRIALS = int(BY_NAME["compare_max_trials"].default)
 MAX_TRIALS = int(BY_NAME["max_trials"].default)
 TOLERANCES = parse_tolerances(DEFAULT_TOLERANCES)
 SPEEDUP_TOLERANCE = next(t for t in TOLERANCES if t.figure == "speedup")
@@ -218,16 +229,17 @@ class RegressionCell:
 
 
 def compared(
-    stored: Mapping[str, Any], world: World, rng: random.Random, max_trials: int = MAX_TRIALS
+    stored: ReportEntry, world: World, rng: random.Random, max_trials: int = MAX_TRIALS
 ) -> tuple[bool, int]:
-    """A compared session against ``stored``: (any figure regressed, rounds run)."""
+    """A compared session against ``stored``: (any figure regressed, rounds run). It takes
+    at most the rounds ``stored`` planned, else ``max_trials``."""
     tolerance = speedup_tolerance(SPEEDUP_TOLERANCE, stored)
     reference = reference_of(stored)
-    new = session(
-        world, rng, reference=lambda label: (reference, tolerance), max_trials=max_trials
-    ).to_dict(with_outputs=False)
+    new = ReportEntry(
+        session(world, rng, reference=lambda label: (reference, tolerance), max_trials=max_trials)
+    )
     regressed = any(compare_one(stored, new, t).status == "regressed" for t in TOLERANCES)
-    return regressed, int(new["trials"])
+    return regressed, new.result.trials
 
 
 def regression_rep(cell: RegressionCell, seed: int, rep: int) -> tuple[Any, ...]:
@@ -239,11 +251,10 @@ def regression_rep(cell: RegressionCell, seed: int, rep: int) -> tuple[Any, ...]
         session(saving, rng, trials=cell.baseline_trials)
         for _ in range(SAVING_SESSIONS if cell.sessions else 1)
     ]
-    plain = results[-1].to_dict(with_outputs=False)
+    plain = ReportEntry(results[-1])
     baselines = [plain]
     if cell.sessions:
-        sessions = [Session.of(r.ratios).to_dict() for r in results]
-        baselines.append({**plain, "sessions": sessions})
+        baselines.append(replace(plain, sessions=tuple(Session.of(r.ratios) for r in results)))
     same = World(sd=cell.new_sd, tau=cell.tau, noise=cell.noise)
     dropped = replace(same, slowdown=1 / (1 - DROP))
     out: list[Any] = []
@@ -293,7 +304,45 @@ def drift_rep(cell: DriftCell, seed: int, rep: int) -> tuple[Any, ...]:
     return result.speedup / SPEEDUP - 1, low <= SPEEDUP <= high
 
 
+@dataclass(frozen=True)
+class SizedCell:
+    sd: float
+    noise: str = "gauss"
+    tau: float = 0.0  # > 0: 5 saving sessions into one file, the between-session spread measured
+    most: int = BASELINE_MAX_TRIALS
+    compare_cap: int = COMPARE_MAX_TRIALS
+
+
+def sized_rep(cell: SizedCell, seed: int, rep: int) -> tuple[Any, ...]:
+    """(flagged, saved rounds, false alarm, rounds, caught, rounds) of one repetition: saving
+    sessions sized by their noise (``SavePlan``, as ``RunRecord`` makes it), the stored entry
+    as ``RunRecord.sized`` and the save write it, then an unchanged and a dropped compared
+    run against it, each taking at most the rounds the baseline planned. ``flagged``: the
+    comparison's detectable speedup drop (between-session variance included where measured)
+    is above the designed 10% (``sees``, which answers exactly that question on the same
+    simulated draws as ``speedup_drop``)."""
+    rng = random.Random(f"{seed}:sized:{cell}:{rep}")
+    saving = World(sd=cell.sd, tau=cell.tau, noise=cell.noise)
+    plan = SavePlan(SPEEDUP_TOLERANCE, cell.most, cell.compare_cap)
+    results = [session(saving, rng, plan=plan) for _ in range(SAVING_SESSIONS if cell.tau else 1)]
+    last = results[-1]
+    n = len(last.ratios)
+    planned = compared_rounds(n, cell.compare_cap)
+    sessions = tuple(Session.of(r.ratios) for r in results) if cell.tau else None
+    stored = ReportEntry(replace(last, compared_rounds=planned), sessions=sessions)
+    reference = reference_of(stored)  # the between-session variance, when measured
+    tolerance = speedup_tolerance(SPEEDUP_TOLERANCE, stored)
+    flagged = not sees(last.ratios, planned, tolerance, reference.session_var, reference.sessions)
+    same = World(sd=cell.sd, tau=cell.tau, noise=cell.noise)
+    out: list[Any] = [flagged, n]
+    for j, world in enumerate((same, replace(same, slowdown=1 / (1 - DROP)))):
+        rng = random.Random(f"{seed}:sized-compared:{cell}:{rep}:{j}")
+        out += compared(stored, world, rng)
+    return tuple(out)
+
+
 JOBS: dict[str, Callable[[Any, int, int], tuple[Any, ...]]] = {
+    "sized": sized_rep,
     "regression": regression_rep,
     "adaptive": adaptive_rep,
     "drift": drift_rep,
@@ -450,7 +499,33 @@ def robust_part(
     table(header, rows)
 
 
-PARTS = ("regression", "adaptive", "drift", "robust")
+def sized_part(run: Runner, reps: int, noises: Sequence[str], sds: Sequence[float],
+               taus: Sequence[float]) -> None:  # fmt: skip
+    print(
+        f"\n## sized: saving sessions sized by their noise (baseline_trials auto: first look "
+        f"at {FIRST_LOOK} rounds, every {LOOK_EVERY} after, at most {BASELINE_MAX_TRIALS}), "
+        f"compared runs up to the rounds the baseline planned (at most {COMPARE_MAX_TRIALS}); "
+        f"flagged = the baseline's detectable speedup drop is above {DROP:.0%}; caught "
+        f"among the runs not flagged; {reps} repetitions per cell"
+    )
+    header = ["cell", "flagged", "saved rounds", "false alarms", "rounds", "caught (not flagged)",
+              "caught (all)", "rounds"]  # fmt: skip
+    rows = []
+    cells = [SizedCell(sd, name) for name in noises for sd in sds]
+    cells += [SizedCell(0.05, "gauss", tau) for tau in taus]
+    for cell in cells:
+        data = run("sized", cell, reps)
+        flagged, saved, alarm, r_same, caught, r_drop = (list(c) for c in zip(*data, strict=True))
+        seen = [c for c, f in zip(caught, flagged, strict=True) if not f]
+        name = f"{cell.noise} sd {cell.sd:.2f}" + (f", tau {cell.tau:.2f}" if cell.tau else "")
+        rows.append([
+            name, share(flagged), average(saved, digits=1), share(alarm), average(r_same),
+            share(seen) if seen else "-", share(caught), average(r_drop),
+        ])  # fmt: skip
+    table(header, rows)
+
+
+PARTS = ("sized", "regression", "adaptive", "drift", "robust")
 
 
 def main() -> None:
@@ -465,6 +540,8 @@ def main() -> None:
     parser.add_argument(
         "--sds", nargs="+", type=float, default=[0.05, 0.10], help="robust part: sd"
     )
+    parser.add_argument("--taus", nargs="*", type=float, default=[0.01, 0.02],
+                        help="sized part: between-session sds (gauss sd 0.05)")  # fmt: skip
     parser.add_argument("--baseline-trials", type=int, default=BASELINE_TRIALS,
                         help="robust part: rounds of the saved baseline")  # fmt: skip
     parser.add_argument("--max-trials", type=int, default=MAX_TRIALS,
@@ -484,6 +561,8 @@ def main() -> None:
     )
     with Pool(args.workers) as pool:
         run = Runner(pool, args.workers, args.seed)
+        if "sized" in parts:
+            sized_part(run, args.reps, args.noise, args.sds, args.taus)
         if "regression" in parts:
             regression_part(run, args.reps)
         if "adaptive" in parts:
