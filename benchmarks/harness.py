@@ -89,15 +89,17 @@ def overhead(models: dict[str, str], rounds: int = 20) -> None:
 
 
 def alarms(models: dict[str, str], repeats: int = 8) -> None:
-    """Real A/A runs of the baseline's length; each ordered pair replays the regression rule
+    """Real A/A runs of a fixed baseline's length; each ordered pair replays the regression rule
     (stored: one run's 30 rounds; compared: the first rounds of another, as many as the rule
     takes, at most 20), unchanged and with every speculative round 10% slower."""
     from pytest_specdecode import Bench
     from pytest_specdecode.baselines.compare import compare_one
+    from pytest_specdecode.baselines.report import ReportEntry
+    from pytest_specdecode.measure.detectable import DEFAULT_SAVED
     from pytest_specdecode.settings import BY_NAME
     from pytest_specdecode.tolerances import DEFAULT_TOLERANCES, parse_tolerances
 
-    rounds = int(BY_NAME["baseline_trials"].default)
+    rounds = DEFAULT_SAVED
     most = int(BY_NAME["max_trials"].default)
     spec = {"method": "draft_model", "model": models["draft"], "num_speculative_tokens": 4}
     with Bench(models["target"], spec, ENGINE_KWARGS, progress=None) as bench:
@@ -128,7 +130,8 @@ def alarms(models: dict[str, str], repeats: int = 8) -> None:
     pairs = [(i, j) for i in range(repeats) for j in range(repeats) if i != j]
 
     def regressed(old: dict[str, Any], new: dict[str, Any]) -> bool:
-        return any(compare_one(old, new, t).status == "regressed" for t in tolerances)
+        entries = ReportEntry.from_dict(old), ReportEntry.from_dict(new)
+        return any(compare_one(*entries, t).status == "regressed" for t in tolerances)
 
     aa = sum(regressed(stored[i], same[j]) for i, j in pairs)
     caught = sum(regressed(stored[i], slowed[j]) for i, j in pairs)

@@ -22,12 +22,12 @@ loopback, answering what ``pytest_specdecode/engines/served.py`` asks: ``/v1/mod
 The user's suite is one conftest-free test file (``SUITE``: one ``@pytest.mark.specdecode``
 test calling ``specdecode.run(PROMPTS, max_tokens=128)``) run by ``pytest.main`` in this process
 with ``-p no:cacheprovider -q``, both ``--specdecode-*-url`` options and ``--specdecode-report``.
-One repetition is what a user does in CI: a saving session (``--specdecode-save``, which runs
-``--specdecode-baseline-trials`` rounds, 30) into a fresh file (``--saves`` of them into that
-file, 1 by default: then no between-session variance is stored; from 3 the rule adds the
-spread of their means), then ``--compares`` compared sessions
-(``--specdecode-compare``, which stop when the regression rule decides, at most
-``--specdecode-max-trials`` rounds, 20) on the unchanged servers and as many after the drop, in
+One repetition is what a user does in CI: a saving session (``--specdecode-save``, sized by
+its noise: 20 rounds or more, at most ``--specdecode-baseline-max-trials``) into a fresh file
+(``--saves`` of them into that file, 1 by default: then no between-session variance is stored;
+from 3 the rule adds the spread of their means), then ``--compares`` compared sessions
+(``--specdecode-compare``, which stop when the regression rule decides, at most the rounds the
+baseline planned) on the unchanged servers and as many after the drop, in
 alternating order, as pull requests compared with one baseline on main. A false alarm is an
 unchanged compared session that fails on a regression (pytest exit code 1 and a "<figure>
 regressed" message in its output); power is the share of dropped sessions that fail so. The
@@ -82,6 +82,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # ruff: noqa: E402 (imports after the path fix)
+from pytest_specdecode.measure.detectable import DEFAULT_SAVED, FIRST_LOOK
 from pytest_specdecode.settings import BY_NAME
 from pytest_specdecode.tolerances import DEFAULT_TOLERANCES, FIGURES
 
@@ -91,8 +92,9 @@ ACCEPT = 0.8  # position i accepted with probability ACCEPT given the ones befor
 MAX_TOKENS = 128  # enough drafts per round that acceptance's own noise stays small
 BASE_MS = 8.0  # a baseline request's time (see the module's docstring)
 PROMPT = "Summarise the release notes in one sentence."
-BASELINE_TRIALS = int(BY_NAME["baseline_trials"].default)
-MAX_TRIALS = int(BY_NAME["max_trials"].default)
+FIXED_SAVED = DEFAULT_SAVED  # rounds of the calibration and dropped saving sessions
+BASELINE_MAX_TRIALS = int(BY_NAME["baseline_max_trials"].default)
+COMPARE_MAX_TRIALS = int(BY_NAME["compare_max_trials"].default)
 
 SUITE = """\
 import pytest
@@ -304,13 +306,15 @@ class Suite:
             text,
         )
 
-    def save(self, fresh: bool = True, path: Path | None = None) -> Session:
+    def save(self, fresh: bool = True, path: Path | None = None, fixed: bool = False) -> Session:
         """A saving session: into a fresh file, or (``fresh=False``) adding its session to the
-        file's, as a repeated ``--specdecode-save`` into one file does."""
+        file's, as a repeated ``--specdecode-save`` into one file does; sized by its noise
+        (the default), or ``fixed`` at :data:`FIXED_SAVED` rounds."""
         path = path or self.baseline
         if fresh:
             path.unlink(missing_ok=True)
-        return self.session("--specdecode-save", str(path))
+        fixed_rounds = ("--specdecode-baseline-trials", str(FIXED_SAVED)) if fixed else ()
+        return self.session("--specdecode-save", str(path), *fixed_rounds)
 
     def compare(self) -> Session:
         return self.session("--specdecode-compare", str(self.baseline))
@@ -411,7 +415,7 @@ class Cell:
         )
         return [
             f"{self.sd:.2f}", f"{share(alarms)} ({speedup} on speedup)",
-            share([[s.alarm for s in g] for g in self.dropped]),
+            share([[s.alarm for s in g] for g in self.dropped]), rounds([self.saves]),
             rounds(self.same), rounds(self.dropped), str(odd), f"{self.seconds:.0f} s",
         ]  # fmt: skip
 
@@ -454,7 +458,7 @@ class Runner:
         from then on)."""
         started = time.perf_counter()
         self._set(0.0, 1.0)
-        save = self._check(self.suite.save(), "calibration saving session")
+        save = self._check(self.suite.save(fixed=True), "calibration saving session")
         cell.saves.append(save)
         if save.code == 0:
             for server, times, found in zip(
@@ -471,7 +475,8 @@ class Runner:
         started = time.perf_counter()
         self._set(cell.sd, self.slowdown)
         scratch = self.suite.folder / "dropped.json"
-        cell.drop_saves.append(self._check(self.suite.save(path=scratch), "dropped saving"))
+        dropped = self.suite.save(path=scratch, fixed=True)
+        cell.drop_saves.append(self._check(dropped, "dropped saving"))
         self._set(cell.sd, 1.0)
         cell.seconds += time.perf_counter() - started
 
@@ -544,8 +549,10 @@ def main() -> None:
         f"({100 * args.drop:g}% off the speedup)"
     )
     print(
-        f"defaults: a saving session runs {BASELINE_TRIALS} rounds, a compared one at most "
-        f"{MAX_TRIALS} (it stops when the rule decides); tolerances {DEFAULT_TOLERANCES}. "
+        f"defaults: a saving session is sized by its noise ({FIRST_LOOK} to "
+        f"{BASELINE_MAX_TRIALS} rounds), a compared one takes at most the rounds its baseline "
+        f"planned (at most {COMPARE_MAX_TRIALS}; it stops when the rule decides); tolerances "
+        f"{DEFAULT_TOLERANCES}. "
         f"A repetition: {args.saves} saving session(s), then {args.compares} compared "
         f"session(s) on the unchanged and {args.compares} on the dropped servers; noise levels "
         "interleaved"
@@ -603,7 +610,7 @@ def main() -> None:
         '"trials"); other: sessions that ended otherwise (errors); wall: the level\'s time'
     )
     table(
-        ["request sd", "false alarms", f"power ({100 * args.drop:g}% drop)",
+        ["request sd", "false alarms", f"power ({100 * args.drop:g}% drop)", "rounds saved",
          "rounds unchanged", "rounds dropped", "other", "wall"],
         [cell.decision_row() for cell in cells],
     )  # fmt: skip
