@@ -502,14 +502,15 @@ def robust_part(
 def sized_part(run: Runner, reps: int, noises: Sequence[str], sds: Sequence[float],
                taus: Sequence[float]) -> None:  # fmt: skip
     print(
-        f"\n## sized: saving sessions sized by their noise (baseline_trials auto: first look "
-        f"at {FIRST_LOOK} rounds, every {LOOK_EVERY} after, at most {BASELINE_MAX_TRIALS}), "
+        f"\n## sized: saving sessions sized by their noise (baseline_trials auto: rounds planned "
+        f"once from the first {FIRST_LOOK}, in steps of {LOOK_EVERY}, at most "
+        f"{BASELINE_MAX_TRIALS}), "
         f"compared runs up to the rounds the baseline planned (at most {COMPARE_MAX_TRIALS}); "
         f"flagged = the baseline's detectable speedup drop is above {DROP:.0%}; caught "
         f"among the runs not flagged; {reps} repetitions per cell"
     )
-    header = ["cell", "flagged", "saved rounds", "false alarms", "rounds", "caught (not flagged)",
-              "caught (all)", "rounds"]  # fmt: skip
+    header = ["cell", "flagged", "saved rounds", "at the cap", "false alarms", "rounds",
+              "caught (not flagged)", "caught (flagged)", "caught (all)", "rounds"]  # fmt: skip
     rows = []
     cells = [SizedCell(sd, name) for name in noises for sd in sds]
     cells += [SizedCell(0.05, "gauss", tau) for tau in taus]
@@ -517,10 +518,13 @@ def sized_part(run: Runner, reps: int, noises: Sequence[str], sds: Sequence[floa
         data = run("sized", cell, reps)
         flagged, saved, alarm, r_same, caught, r_drop = (list(c) for c in zip(*data, strict=True))
         seen = [c for c, f in zip(caught, flagged, strict=True) if not f]
+        blind = [c for c, f in zip(caught, flagged, strict=True) if f]
+        capped = [n >= cell.most for n in saved]
         name = f"{cell.noise} sd {cell.sd:.2f}" + (f", tau {cell.tau:.2f}" if cell.tau else "")
         rows.append([
-            name, share(flagged), average(saved, digits=1), share(alarm), average(r_same),
-            share(seen) if seen else "-", share(caught), average(r_drop),
+            name, share(flagged), average(saved, digits=1), share(capped), share(alarm),
+            average(r_same), share(seen) if seen else "-", share(blind) if blind else "-",
+            share(caught), average(r_drop),
         ])  # fmt: skip
     table(header, rows)
 

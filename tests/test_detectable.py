@@ -16,6 +16,8 @@ from pytest_specdecode.measure.detectable import (
     Detectable,
     compared_rounds,
     figure_drop,
+    plan_inflation,
+    planned_rounds,
     sees,
     sized_stop,
     speedup_drop,
@@ -115,9 +117,17 @@ def test_compared_rounds_are_two_thirds_of_the_saved_at_least_20_within_the_cap(
     assert compared_rounds(90, 25) == 25 and compared_rounds(30, 10) == 10
 
 
-def test_a_sized_saving_run_looks_at_20_then_every_5_and_stops_at_its_cap() -> None:
-    stop = sized_stop(0.05, most=40, compare_cap=40)
-    quiet = ratios(0.02, 40)
-    assert [n for n in range(2, 41) if stop(quiet[:n])] == list(range(FIRST_LOOK, 41, 5))
-    noisy = ratios(0.2, 40)
-    assert [n for n in range(2, 41) if stop(noisy[:n])] == [40]  # only the cap stops it
+def test_a_sized_saving_run_plans_its_rounds_once_from_its_first_20() -> None:
+    quiet = sized_stop(0.05, most=40, compare_cap=40)
+    calm = ratios(0.02, 40)
+    assert [n for n in range(2, 41) if quiet(calm[:n])] == list(range(FIRST_LOOK, 41))
+    noisy = sized_stop(0.05, most=40, compare_cap=40)
+    rough = ratios(0.2, 20) + ratios(0.001, 20)  # a calm stretch after the plan changes nothing
+    assert [n for n in range(2, 41) if noisy(rough[:n])] == [40]  # only the cap stops it
+    # the plan: the fewest rounds (20, 25, ...) whose simulated baselines see twice the
+    # tolerance, planning for an sd 1.14 times the first 20 rounds' (their 75% upper bound)
+    assert plan_inflation(20) == pytest.approx(1.14, abs=0.01)
+    assert planned_rounds(ratios(0.04, 20), 0.05, 90, 40) == 20
+    middle = planned_rounds(ratios(0.09, 20, seed=3), 0.05, 90, 40)
+    assert 20 < middle < 90 and middle % 5 == 0
+    assert planned_rounds(ratios(0.2, 20), 0.05, 90, 40) == 90

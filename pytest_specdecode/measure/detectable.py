@@ -47,10 +47,13 @@ MOST_DROP = 0.9
 RESOLUTION = 0.02
 #: The compared rounds of a baseline saved with at most this many rounds (the old default).
 LEAST_COMPARED = 20
-#: A saving session sized by its noise first looks after this many rounds, then every
-#: :data:`LOOK_EVERY` rounds.
+#: A saving session sized by its noise plans its rounds after this many (a multiple of
+#: :data:`LOOK_EVERY`, at most its cap).
 FIRST_LOOK = 20
 LOOK_EVERY = 5
+#: The upper confidence bound of the first rounds' sd that a saving run plans for, and its z.
+PLAN_CONFIDENCE = 0.75
+_PLAN_Z = 0.6745
 #: Rounds of a saving run whose engines cannot stop early (a pool of one engine), and of a
 #: fixed ``baseline_trials`` before sizing existed.
 DEFAULT_SAVED = 30
@@ -159,9 +162,19 @@ def _enough(hit: Callable[[int, float], bool]) -> Enough:
 
 
 def _speedup_enough(
-    logs: Sequence[float], compared: int, tolerance: float, session_var: float, sessions: int
+    logs: Sequence[float],
+    compared: int,
+    tolerance: float,
+    session_var: float,
+    sessions: int,
+    *,
+    stored: int | None = None,
+    inflate: float = 1.0,
 ) -> Enough:
-    draws = _Draws.of(_residuals(logs), len(logs), compared, session_var)
+    """Whether a drop is caught often enough against ``stored`` rounds (default: as many as
+    ``logs``) drawn from the residuals of ``logs``, scaled by ``inflate``."""
+    residuals = [inflate * r for r in _residuals(logs)]
+    draws = _Draws.of(residuals, stored or len(logs), compared, session_var)
     references = [Reference(stored, session_var, sessions) for stored in draws.stored]
 
     def hit(rep: int, drop: float) -> bool:
@@ -274,6 +287,36 @@ def relative_tolerance(tolerance: Tolerance, speedup: float) -> float:
     return tolerance.amount if tolerance.relative else tolerance.amount / max(speedup, 1e-9)
 
 
+def plan_inflation(rounds: int) -> float:
+    """How much a saving run's plan scales its first rounds' spread: their sd's upper
+    :data:`PLAN_CONFIDENCE` confidence bound over the sd (chi-square with rounds - 1 degrees of
+    freedom, Wilson-Hilferty): 1.14 at 20 rounds."""
+    k = rounds - 1
+    if k < 1:
+        return 1.0
+    quantile = k * (1 - 2 / (9 * k) - _PLAN_Z * math.sqrt(2 / (9 * k))) ** 3
+    return math.sqrt(k / quantile)
+
+
+def planned_rounds(ratios: Sequence[float], tolerance: float, most: int, compare_cap: int) -> int:
+    """The rounds a saving run takes, planned once from its first rounds (Stein's two-stage
+    design, so that stopping does not favour rounds that happened to be calm): the fewest of
+    ``len(ratios)``, then every :data:`LOOK_EVERY`, up to ``most``, whose simulated baselines,
+    drawn from these rounds with their spread scaled by :func:`plan_inflation`, let the rule
+    catch :func:`declared_drop` with :data:`POWER` probability in the compared rounds they
+    plan; ``most`` when none does."""
+    logs = [math.log(r) for r in ratios]
+    inflate = plan_inflation(len(logs))
+    declared = declared_drop(tolerance)
+    candidates: list[int] = [*range(len(logs), most, LOOK_EVERY), most]
+    for n in candidates:
+        compared = compared_rounds(n, compare_cap)
+        enough = _speedup_enough(logs, compared, tolerance, 0.0, 1, stored=n, inflate=inflate)
+        if enough(declared):
+            return n
+    return most
+
+
 @dataclass(frozen=True)
 class SavePlan:
     """How a saving run sized by its noise takes its rounds: until they see a drop of twice
@@ -287,27 +330,34 @@ class SavePlan:
     fixed: int = DEFAULT_SAVED
 
     def stop(self) -> Callable[[list[float]], bool]:
+        """A fresh stopping rule for one run (:func:`sized_stop`; an absolute tolerance taken
+        relative to the first rounds' speedup)."""
+        rule: list[Callable[[list[float]], bool]] = []
+
         def stop(ratios: list[float]) -> bool:
-            speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-            rule = sized_stop(relative_tolerance(self.tolerance, speedup), self.most,
-                              self.compare_cap)  # fmt: skip
-            return rule(ratios)
+            if not rule:
+                speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+                tolerance = relative_tolerance(self.tolerance, speedup)
+                rule.append(sized_stop(tolerance, self.most, self.compare_cap))
+            return rule[0](ratios)
 
         return stop
 
 
 def sized_stop(tolerance: float, most: int, compare_cap: int) -> Callable[[list[float]], bool]:
-    """The stopping rule of a saving session sized by its noise: after :data:`FIRST_LOOK`
-    rounds and every :data:`LOOK_EVERY` after, stop once the rounds so far :func:`sees` the
-    declared drop with the compared rounds they plan (:func:`compared_rounds`); at ``most``
-    rounds the run stops anyway (the cap)."""
+    """The stopping rule of one saving run sized by its noise: after :data:`FIRST_LOOK`
+    rounds it plans its rounds once (:func:`planned_rounds`) and stops when it has them; at
+    ``most`` rounds it stops anyway (the cap)."""
+    planned: list[int] = []
 
     def stop(ratios: list[float]) -> bool:
         n = len(ratios)
         if n >= most:
             return True
-        if n < FIRST_LOOK or (n - FIRST_LOOK) % LOOK_EVERY:
+        if n < FIRST_LOOK:
             return False
-        return sees(ratios, compared_rounds(n, compare_cap), tolerance)
+        if not planned:
+            planned.append(planned_rounds(ratios[:FIRST_LOOK], tolerance, most, compare_cap))
+        return n >= planned[0]
 
     return stop
