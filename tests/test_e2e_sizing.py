@@ -1,8 +1,9 @@
 """Baselines sized by their noise, on real vLLM (issue 32): a pytest run saving a baseline
-takes 20 rounds for a quiet test and says it catches drops below 10%; a deliberately noisy test
-(one prompt, one token per round: a round is a few milliseconds of prefill, so timing jitter
-is most of it) takes rounds up to its cap and is flagged blind with what to change. Both tests
-share one engine pair."""
+takes few rounds for a quiet test and says it catches drops below 10%; a deliberately noisy
+test (one prompt, two tokens per round: a round is a few milliseconds, so timing jitter is most
+of it; per-round log-ratio sd 0.10-0.14 measured on machine X, against 0.047 for the quiet
+one) takes rounds up to its cap and is flagged blind with what to change. Both tests share
+one engine pair."""
 
 from __future__ import annotations
 
@@ -26,13 +27,14 @@ DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens":
 
 @pytest.mark.specdecode("structured", speculative_config=DRAFT)
 def test_quiet(specdecode):
-    specdecode.run(prompts("structured", 4, seed=1), max_tokens=48)
+    # one prompt after another: each round is four requests long, so jitter averages out
+    specdecode.run(prompts("structured", 4, seed=1), max_tokens=48, concurrency=1)
 
 @pytest.mark.specdecode("structured", speculative_config=DRAFT)
 def test_noisy(specdecode):
-    specdecode.run(["the"], max_tokens=1)
+    specdecode.run(["the"], max_tokens=2)
 """
-CAP = 30
+CAP = 25
 
 
 @pytest.fixture(scope="module")
