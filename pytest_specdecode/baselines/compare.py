@@ -339,9 +339,7 @@ def reference_of(stored: Entry) -> Reference:
 def speedup_tolerance(tolerance: Tolerance, stored: Entry) -> float:
     """The speedup tolerance as a relative drop (an absolute amount is taken relative to the
     stored speedup)."""
-    if tolerance.relative:
-        return tolerance.amount
-    return tolerance.amount / max(float(stored.result.speedup), 1e-9)
+    return relative_tolerance(tolerance, float(stored.result.speedup))
 
 
 def check_speedup_amount(

@@ -192,6 +192,7 @@ def _two_gate_enough(
     scale = [math.log(v) for v in values] if log else list(values)
     draws = _Draws.of(_residuals(scale), len(values), compared, 0.0)
     centre, _ = robust_location(scale)
+    rule = Tolerance("", tolerance, relative)  # its floor, as compare_one applies it
 
     def hit(rep: int, drop: float) -> bool:
         stored, new = draws.stored[rep], draws.compared[rep]
@@ -205,8 +206,7 @@ def _two_gate_enough(
             b = [centre + x for x in stored]
             a = [centre - shift + x for x in new]
             old_v, new_v = sum(b) / len(b), sum(a) / len(a)
-        floor = old_v * (1 - tolerance) if relative else old_v - tolerance
-        return new_v < floor and welch_less(a, b) < alpha
+        return new_v < rule.floor(old_v) and welch_less(a, b) < alpha
 
     return _enough(hit)
 
