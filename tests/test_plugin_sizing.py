@@ -99,11 +99,15 @@ def test_comparisons_say_what_they_could_catch(pytester: pytest.Pytester, fake: 
     result.assert_outcomes(passed=1)
     page = (pytester.path / "page.html").read_text()
     assert "<h2>Comparison with the baseline</h2>" in page and "<th>catches</th>" in page
-    assert "&gt;= " in page and "Blind" not in page
+    assert "&gt;= " in page and "Blind</b>: test_suite.py::test_a: speedup" not in page
     comparisons = json.loads((pytester.path / "new.json").read_text())["comparisons"]
-    assert {c["figure"] for c in comparisons} == {"speedup", "acceptance_rate"}
-    for c in comparisons:
-        assert c["detectable"]["designed"] == 0.10 and 0.05 < c["detectable"]["drop"] <= 0.10
+    drops = {c["figure"]: c["detectable"] for c in comparisons}
+    assert set(drops) == {"speedup", "acceptance_rate"}
+    assert drops["speedup"]["designed"] == 0.10 and 0.05 < drops["speedup"]["drop"] <= 0.10
+    # the acceptance rate judged on the few rounds the speedup's rule took (its own noise,
+    # 1.25% a round): a finite drop beyond the tolerance, blind or not
+    assert drops["acceptance_rate"]["designed"] == 0.10
+    assert 0.05 < drops["acceptance_rate"]["drop"] < 0.2
     bmf = json.loads((pytester.path / "bmf.json").read_text())["test_suite.py::test_a"]
     assert 0.05 < bmf["speedup-detectable-drop"]["value"] < 0.10
     names = [e["name"] for e in json.loads((pytester.path / "gab.json").read_text())]

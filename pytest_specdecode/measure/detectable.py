@@ -17,8 +17,13 @@ by simulating the rule itself, not a formula:
 The same simulated draws serve every drop tried (common random numbers), so the share caught
 rises with the drop and the search is exact to :data:`RESOLUTION`; the draws come from a
 fixed seed, so the same rounds always give the same figure. A drop of twice the tolerance is
-what the rules are designed to catch (:func:`declared_drop`); a figure whose detectable drop is
-larger cannot see it.
+what the rules are designed to catch (:func:`~.sequential.designed_relative_drop`); a figure
+whose detectable drop is larger cannot see it (it is *blind*).
+
+The stored rounds' spread is an estimate, and a run whose rounds happened to look calm would
+see drops it cannot. So the simulations scale the residuals to the spread's upper
+:data:`SPREAD_CONFIDENCE` confidence bound (:func:`spread_inflation`): the saving run's plan
+from its first rounds and the detectable drop of the rounds it saved alike.
 
 :func:`sized_stop` is the stopping rule of a saving session sized by its noise: it stops once
 the rounds saved so far can see the declared drop with the compared rounds they plan
@@ -34,7 +39,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..tolerances import Tolerance
-from .sequential import MIN_ROUNDS, Reference, decide, robust_location
+from .sequential import (
+    MIN_ROUNDS,
+    MOST_DESIGNED,
+    Reference,
+    decide,
+    designed_relative_drop,
+    robust_location,
+)
 from .stats import welch_less
 
 #: Share of drops of the detectable size the rule catches.
@@ -42,7 +54,7 @@ POWER = 0.95
 #: Simulated compared runs per drop tried (Monte Carlo sd of the share near POWER: 1.1 points).
 REPS = 400
 #: The largest drop searched (relative); a figure that cannot see this reports ``inf``.
-MOST_DROP = 0.9
+MOST_DROP = MOST_DESIGNED
 #: Precision of the search, as a share of the declared drop.
 RESOLUTION = 0.02
 #: The compared rounds of a baseline saved with at most this many rounds (the old default).
@@ -51,18 +63,13 @@ LEAST_COMPARED = 20
 #: :data:`LOOK_EVERY`, at most its cap).
 FIRST_LOOK = 20
 LOOK_EVERY = 5
-#: The upper confidence bound of the first rounds' sd that a saving run plans for, and its z.
-PLAN_CONFIDENCE = 0.75
-_PLAN_Z = 0.6745
+#: The upper confidence bound of the rounds' sd that the simulations assume, and its z.
+SPREAD_CONFIDENCE = 0.75
+_SPREAD_Z = 0.6745
 #: Rounds of a saving run whose engines cannot stop early (a pool of one engine), and of a
 #: fixed ``baseline_trials`` before sizing existed.
 DEFAULT_SAVED = 30
 _SEED = 20261205
-
-
-def declared_drop(tolerance: float) -> float:
-    """The relative drop a figure's rule is designed to catch: twice its tolerance."""
-    return min(2 * tolerance, MOST_DROP)
 
 
 @dataclass(frozen=True)
@@ -109,10 +116,11 @@ def compared_rounds(saved: int, cap: int) -> int:
 
 def _residuals(values: Sequence[float]) -> list[float]:
     """``values`` less their robust location, scaled up by sqrt(n / (n - 1)) (a resample of n
-    values from n spreads less than the values did)."""
+    values from n spreads less than the values did) and to their spread's upper confidence
+    bound (:func:`spread_inflation`)."""
     centre, _ = robust_location(values)
     n = len(values)
-    inflate = math.sqrt(n / (n - 1)) if n > 1 else 1.0
+    inflate = math.sqrt(n / (n - 1)) * spread_inflation(n) if n > 1 else 1.0
     return [(v - centre) * inflate for v in values]
 
 
@@ -169,12 +177,10 @@ def _speedup_enough(
     sessions: int,
     *,
     stored: int | None = None,
-    inflate: float = 1.0,
 ) -> Enough:
     """Whether a drop is caught often enough against ``stored`` rounds (default: as many as
-    ``logs``) drawn from the residuals of ``logs``, scaled by ``inflate``."""
-    residuals = [inflate * r for r in _residuals(logs)]
-    draws = _Draws.of(residuals, stored or len(logs), compared, session_var)
+    ``logs``) drawn from the residuals of ``logs``."""
+    draws = _Draws.of(_residuals(logs), stored or len(logs), compared, session_var)
     references = [Reference(stored, session_var, sessions) for stored in draws.stored]
 
     def hit(rep: int, drop: float) -> bool:
@@ -243,7 +249,7 @@ def speedup_drop(
     between-session variance of the log speedup, from ``sessions`` saving sessions)."""
     logs = [math.log(r) for r in ratios]
     enough = _speedup_enough(logs, compared, tolerance, session_var, sessions)
-    designed = declared_drop(tolerance)
+    designed = designed_relative_drop(tolerance)
     return Detectable(_search(enough, designed, tolerance, MOST_DROP), designed)
 
 
@@ -259,7 +265,7 @@ def figure_drop(
     """The drop of a figure judged by the two-gate rule that is caught with :data:`POWER`
     probability from these stored per-round ``values`` and a compared run of ``compared``
     rounds: relative to the stored level for a relative ``tolerance``, else absolute."""
-    designed = declared_drop(tolerance) if relative else 2 * tolerance
+    designed = designed_relative_drop(tolerance) if relative else 2 * tolerance
     if len(values) < 2 or (log and min(values) <= 0):
         return Detectable(math.inf, designed, relative)
     enough = _two_gate_enough(values, compared, tolerance, relative, log, alpha)
@@ -275,11 +281,11 @@ def sees(
     sessions: int = 1,
 ) -> bool:
     """Whether a baseline of these ``ratios`` lets the regression rule catch
-    :func:`declared_drop` with :data:`POWER` probability in ``compared`` rounds: exactly when
-    :func:`speedup_drop` (same arguments) is at most that drop."""
+    :func:`~.sequential.designed_relative_drop` with :data:`POWER` probability in ``compared``
+    rounds: exactly when :func:`speedup_drop` (same arguments) is at most that drop."""
     logs = [math.log(r) for r in ratios]
     enough = _speedup_enough(logs, compared, tolerance, session_var, sessions)
-    return enough(declared_drop(tolerance))
+    return enough(designed_relative_drop(tolerance))
 
 
 def relative_tolerance(tolerance: Tolerance, speedup: float) -> float:
@@ -287,14 +293,14 @@ def relative_tolerance(tolerance: Tolerance, speedup: float) -> float:
     return tolerance.amount if tolerance.relative else tolerance.amount / max(speedup, 1e-9)
 
 
-def plan_inflation(rounds: int) -> float:
-    """How much a saving run's plan scales its first rounds' spread: their sd's upper
-    :data:`PLAN_CONFIDENCE` confidence bound over the sd (chi-square with rounds - 1 degrees of
-    freedom, Wilson-Hilferty): 1.14 at 20 rounds."""
+def spread_inflation(rounds: int) -> float:
+    """How much the simulations scale the spread of ``rounds`` rounds: their sd's upper
+    :data:`SPREAD_CONFIDENCE` confidence bound over the sd (chi-square with rounds - 1
+    degrees of freedom, Wilson-Hilferty): 1.14 at 20 rounds, 1.06 at 90."""
     k = rounds - 1
     if k < 1:
         return 1.0
-    quantile = k * (1 - 2 / (9 * k) - _PLAN_Z * math.sqrt(2 / (9 * k))) ** 3
+    quantile = k * (1 - 2 / (9 * k) - _SPREAD_Z * math.sqrt(2 / (9 * k))) ** 3
     return math.sqrt(k / quantile)
 
 
@@ -302,16 +308,15 @@ def planned_rounds(ratios: Sequence[float], tolerance: float, most: int, compare
     """The rounds a saving run takes, planned once from its first rounds (Stein's two-stage
     design, so that stopping does not favour rounds that happened to be calm): the fewest of
     ``len(ratios)``, then every :data:`LOOK_EVERY`, up to ``most``, whose simulated baselines,
-    drawn from these rounds with their spread scaled by :func:`plan_inflation`, let the rule
-    catch :func:`declared_drop` with :data:`POWER` probability in the compared rounds they
-    plan; ``most`` when none does."""
+    drawn from these rounds (their spread scaled by :func:`spread_inflation`), let the rule
+    catch :func:`~.sequential.designed_relative_drop` with :data:`POWER` probability in the
+    compared rounds they plan; ``most`` when none does."""
     logs = [math.log(r) for r in ratios]
-    inflate = plan_inflation(len(logs))
-    declared = declared_drop(tolerance)
+    declared = designed_relative_drop(tolerance)
     candidates: list[int] = [*range(len(logs), most, LOOK_EVERY), most]
     for n in candidates:
         compared = compared_rounds(n, compare_cap)
-        enough = _speedup_enough(logs, compared, tolerance, 0.0, 1, stored=n, inflate=inflate)
+        enough = _speedup_enough(logs, compared, tolerance, 0.0, 1, stored=n)
         if enough(declared):
             return n
     return most

@@ -214,9 +214,19 @@ class Decision:
         return self.status != "undecided"
 
 
+#: The largest drop a rule is designed to catch (relative), whatever its tolerance.
+MOST_DESIGNED = 0.9
+
+
+def designed_relative_drop(tolerance: float) -> float:
+    """The relative drop the rules are designed to catch: twice the (relative) tolerance, at
+    most :data:`MOST_DESIGNED`."""
+    return min(2 * tolerance, MOST_DESIGNED)
+
+
 def designed_drop(tolerance: float) -> float:
-    """The log drop the test is designed to catch: twice the tolerance (relative)."""
-    return -math.log(1 - min(2 * tolerance, 0.9))
+    """The log drop the test is designed to catch (:func:`designed_relative_drop`)."""
+    return -math.log(1 - designed_relative_drop(tolerance))
 
 
 def decide(
