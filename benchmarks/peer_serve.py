@@ -59,7 +59,6 @@ import math
 import os
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,6 +72,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+# the start command of a vLLM server for the tiny models, one home with the served e2e tests
+from tests.e2e_support import free_port, serve_vllm, wait_ready  # noqa: E402
 
 VLLM_BENCH = "vllm bench"
 LOAD = "load()"
@@ -179,47 +181,6 @@ def load_figures(point: Any, side: str) -> Figures:
 
 
 # -- the servers ------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def serve(model: str, port: int, log: Path, extra: list[str]) -> subprocess.Popen[bytes]:
-    """One vLLM server on loopback, in a session (process group) of its own."""
-    from pytest_specdecode.engines.hardware import find_iomp
-
-    env = dict(os.environ)
-    iomp = find_iomp()
-    if iomp:
-        env["LD_PRELOAD"] = iomp  # CPU speculation wants Intel OpenMP
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", "512", "--enforce-eager",
-           "--kv-cache-memory-bytes", str(256 * 2**20), *extra]  # fmt: skip
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Until ``/health`` answers 200 (a ``RuntimeError`` with the log's tail if the server
-    exits or takes longer than ``READY_LIMIT_S``)."""
-    deadline = time.monotonic() + READY_LIMIT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"server not ready in {READY_LIMIT_S:g} s:\n{log.read_text()[-3000:]}")
-
-
 def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
@@ -257,12 +218,12 @@ def started_servers(root: Path) -> Iterator[tuple[str, str, str]]:
     logs = [root / f"{side}.log" for side in SIDES]
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        procs.append(serve(target, ports[0], logs[0], []))
-        procs.append(serve(target, ports[1], logs[1], ["--speculative-config", spec]))
+        procs.append(serve_vllm(target, ports[0], logs[0], []))
+        procs.append(serve_vllm(target, ports[1], logs[1], ["--speculative-config", spec]))
         say(f"starting servers: baseline {urls[0]}, speculative {urls[1]} (draft {spec})")
         began = time.monotonic()
         for url, proc, log in zip(urls, procs, logs, strict=True):
-            wait_ready(url, proc, log)
+            wait_ready(url, proc, log, READY_LIMIT_S)
         say(f"both servers ready after {time.monotonic() - began:.0f} s")
         yield urls[0], urls[1], target
     finally:

