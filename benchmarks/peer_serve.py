@@ -433,26 +433,14 @@ both (a speculative chunk may carry several tokens). output tok/s: vllm bench di
 run's wall time (arrivals included), load() by the rounds' time to their last token."""
 
 
-def machine() -> str:
-    """``lscpu``'s model name and CPU count (``/proc/cpuinfo`` where lscpu is missing)."""
-    fields: dict[str, str] = {}
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            key, _, value = line.partition(":")
-            fields[key.strip()] = value.strip()
-    if "Model name" not in fields:
-        from pytest_specdecode.engines.hardware import cpu_model
+def machine_and_versions() -> tuple[str, str]:
+    """The device and the vLLM, torch and Python versions, as a report's ``environment``
+    records them (``baselines.environment.collect``)."""
+    from pytest_specdecode.baselines.environment import collect
 
-        fields["Model name"] = cpu_model()
-    return f"{fields['Model name']}, {fields.get('CPU(s)', os.cpu_count())} cores"
-
-
-def versions() -> str:
-    import torch
-    import vllm
-
-    return f"vLLM {vllm.__version__}, torch {torch.__version__}, Python {sys.version.split()[0]}"
+    env = collect([])
+    versions = f"vLLM {env['vllm']}, torch {env['torch']}, Python {env['python']}"
+    return str(env["device"]["name"]), versions
 
 
 def jsonable(value: Any) -> Any:
@@ -556,11 +544,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(128 + signum)  # leaves through every finally: the servers stop
 
     signal.signal(signal.SIGTERM, terminate)
+    device, versions = machine_and_versions()
     header = {
         "command": shlex.join(["python", "benchmarks/peer_serve.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": machine(),
-        "versions": versions(),
+        "machine": device,
+        "versions": versions,
     }
     for key, value in header.items():
         print(f"{key}: {value}")
