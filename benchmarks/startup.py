@@ -274,9 +274,11 @@ class ModeSource:
 
     def __init__(self, mode: str, max_engines: int = 2) -> None:
         from pytest_specdecode.engines.hardware import detect_device
+        from pytest_specdecode.engines.protocol import QUIET_S
 
         self.mode = mode
         self.max_engines = max_engines
+        self.quiet_seconds = QUIET_S
         self.starts = self.restarts = 0
         self.start_seconds = self.stop_seconds = 0.0
         self.sequential_reasons: list[str] = []

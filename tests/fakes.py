@@ -133,6 +133,7 @@ class SimulatedSource:
     ``rng`` and a clock ``slots`` (rounds generated so far, any engine) for its engines."""
 
     max_engines = 2
+    quiet_seconds = 0.0  # simulated rounds leave nothing behind
 
     def __init__(self, device: Device, rng: random.Random) -> None:
         self.device = device

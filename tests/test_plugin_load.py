@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from typing import Any
 
 import pytest
 
 from pytest_specdecode import Bench, ConfigError
 
-from .fakes import Collected, FakeSource, use_fake
+from .fakes import Collected, FakeEngine, FakeSource, use_fake
 
 DRAFT = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
 SLO = {"ttft_ms": 2000, "tpot_ms": 20}
@@ -50,6 +52,40 @@ def test_the_schedule_is_the_same_on_both_engines_and_seeded() -> None:
     assert [r.label for r in a.loads] == ["", "#2", "#3"]
     with pytest.raises(ConfigError, match="already stored a load under the key"):
         a.load(["p"], max_tokens=8, rates=[2.0], requests=6, label="#2")
+
+
+@pytest.mark.parametrize("max_engines", [2, 1])
+def test_each_round_starts_the_sources_quiet_seconds_after_the_round_before_ended(
+    monkeypatch: pytest.MonkeyPatch, max_engines: int
+) -> None:
+    spans: list[tuple[str, float, float]] = []
+
+    def timed(name: str) -> Any:
+        real = getattr(FakeEngine, name)
+
+        def call(self: FakeEngine, *args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return real(self, *args, **kwargs)
+            finally:
+                spans.append((name, began, time.perf_counter()))
+
+        return call
+
+    for name in ("generate_round", "load_round"):
+        monkeypatch.setattr(FakeEngine, name, timed(name))
+    source = FakeSource()
+    source.max_engines, source.quiet_seconds = max_engines, 0.05
+    Bench("org/target", DRAFT, source=source, progress=None).load(
+        ["p"], max_tokens=4, rates=[2.0, math.inf], requests=2, rounds=2
+    )
+    assert [name for name, _, _ in spans].count("load_round") == 2 * 2 * 2
+    gaps = [
+        began - spans[i - 1][2]
+        for i, (name, began, _) in enumerate(spans)
+        if name == "load_round" and i > 0
+    ]
+    assert len(gaps) == 8 and min(gaps) >= 0.05, gaps
 
 
 def test_a_pool_of_one_runs_every_rate_on_one_engine_then_the_other() -> None:

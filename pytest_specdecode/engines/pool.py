@@ -15,7 +15,7 @@ from .hardware import Device, detect_device
 from .interrupts import sigterm_as_interrupt, sigterm_restored
 from .local import Engine
 from .placement import memory_advice, out_of_memory, place
-from .protocol import EngineBackend, Placement
+from .protocol import QUIET_S, EngineBackend, Placement
 from .schedule import victim
 
 Progress = Callable[[str], None]
@@ -72,6 +72,7 @@ class EnginePool:
         """``engine_factory`` makes each engine (``Engine``'s signature; tests give a stand-in
         that starts no process)."""
         self.max_engines = max_engines
+        self.quiet_seconds = QUIET_S
         self.timeout = timeout
         self.progress = progress
         self._device = device

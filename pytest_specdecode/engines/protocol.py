@@ -70,6 +70,12 @@ def _ints(values: Any) -> tuple[int, ...] | None:
     return None if values is None else tuple(int(v) for v in values)
 
 
+#: Seconds a real engine's open-loop round waits after the round before it (either engine's)
+#: ended: sent at once, 9 of 80 rounds on two tiny servers had a request wait up to 0.8 s for
+#: its first token, none of 80 after 2 s (``benchmarks/round_quiet.py``, validation page).
+QUIET_S = 2.0
+
+
 @dataclass(frozen=True)
 class RequestFigures:
     """One request of a round: its tokens and latencies and, where the engine reports them
@@ -559,9 +565,11 @@ class EngineSource(Protocol):
     ``restarts`` (starts of an engine it had started before), ``start_seconds`` (wall time
     spent waiting for starts) and ``stop_seconds`` (shutting engines down) count what it cost;
     ``sequential_reasons`` says why engines started one after the other (once per reason);
-    ``memory_gib`` what an engine holds."""
+    ``memory_gib`` what an engine holds. ``quiet_seconds``: how long an open-loop round waits
+    after the round before it ended (:data:`QUIET_S` for real engines, 0 for a simulation)."""
 
     max_engines: int
+    quiet_seconds: float
     starts: int
     restarts: int
     start_seconds: float

@@ -42,6 +42,7 @@ from ..errors import ConfigError, EngineError
 from .config import EngineConfig
 from .hardware import Device
 from .protocol import (
+    QUIET_S,
     REQUESTS_FINISHED,
     SPEC_COUNTERS,
     SPEC_PER_POSITION,
@@ -608,6 +609,7 @@ class ServedPool:
         self.api_key_env = api_key_env
         self.timeout = timeout
         self.max_engines = 2
+        self.quiet_seconds = QUIET_S
         self.starts = self.restarts = 0  # servers are not started here
         self.start_seconds = self.stop_seconds = 0.0
         self.sequential_reasons: list[str] = []

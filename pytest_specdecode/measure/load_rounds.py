@@ -3,10 +3,14 @@ round, the same for both engines within a round) sent to the baseline and to the
 engine ``rounds`` times, in counterbalanced order (A B, B A,
 ... within a rate, each rate starting with the other engine than the rate before) when both
 are resident; with a pool of one, every round on the baseline, then
-every round on the speculative engine."""
+every round on the speculative engine. Each round starts at least the source's
+``quiet_seconds`` after the round before it ended (on either engine): sent at once, a round's
+first requests met what follows the last round and stalled.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,10 +68,12 @@ def run_load(
     done: dict[tuple[str, float], list[LoadRound]] = {}
     counters: dict[float, Counters] = {rate: Counters() for rate in rates}
     firsts: dict[float, str] = {}
+    ended = [time.perf_counter()]  # when the last round (warm-ups included) ended
 
     def warm(engine: EngineBackend) -> None:
         __tracebackhide__ = True
         engine.generate_round(list(prompts), sampling)
+        ended[0] = time.perf_counter()
 
     def measure(which: str, engine: EngineBackend, rate: float, j: int) -> None:
         __tracebackhide__ = True
@@ -75,9 +81,11 @@ def run_load(
         arrivals = list(schedules[rate][j])
         batch = cycled(prompts, len(arrivals))
         before = engine.counters() if which == "speculative" else None
+        time.sleep(max(0.0, source.quiet_seconds - (time.perf_counter() - ended[0])))
         done.setdefault((which, rate), []).append(engine.load_round(batch, sampling, arrivals))
         if before is not None:
             counters[rate] = counters[rate] + engine.counters().since(before, counting(engine))
+        ended[0] = time.perf_counter()
 
     if together:
         base = source.acquire(baseline, keep=[speculative], timeout=timeout)
