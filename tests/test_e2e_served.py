@@ -11,6 +11,8 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -47,26 +49,66 @@ def test_served_samples(specdecode):
 )
 
 
+# each server logs every completion request it receives (--enable-log-requests), stamped with
+# its arrival time to the millisecond: "<unix seconds> Received request cmpl-..."
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"stamped": {"format": "%(created).3f %(message)s"}},
+    "handlers": {
+        "out": {
+            "class": "logging.StreamHandler",
+            "formatter": "stamped",
+            "stream": "ext://sys.stdout",
+        }
+    },
+    "loggers": {"vllm": {"handlers": ["out"], "level": "INFO", "propagate": False}},
+}
+
+
+class Servers(NamedTuple):
+    baseline: str  # URL
+    speculative: str
+    target: str  # the model both serve
+    logs: tuple[Path, Path]  # baseline, speculative
+
+
+def received(log: Path, after: int) -> list[float]:
+    """When the server of ``log`` received each completion request it logged after byte
+    ``after`` of the log (unix seconds)."""
+    text = log.read_bytes()[after:].decode(errors="replace")
+    return [
+        float(line.split()[0]) for line in text.splitlines() if " Received request cmpl-" in line
+    ]
+
+
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
-    """The baseline server's URL, the speculative one's, and the target both serve."""
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """The baseline server's URL, the speculative one's, the target both serve, their logs."""
     root = tmp_path_factory.mktemp("served")
     pair = build_pair(root / "pair")
     spec = json.dumps(
         {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
     )
+    (root / "logging.json").write_text(json.dumps(LOGGING))
+    env = {"VLLM_LOGGING_CONFIG_PATH": str(root / "logging.json")}
+    logs = root / "baseline.log", root / "speculative.log"
     ports = free_port(), free_port()
     procs = [
-        serve_vllm(pair["target"], ports[0], root / "baseline.log", []),
+        serve_vllm(pair["target"], ports[0], logs[0], ["--enable-log-requests"], env),
         serve_vllm(
-            pair["target"], ports[1], root / "speculative.log", ["--speculative-config", spec]
-        ),
+            pair["target"],
+            ports[1],
+            logs[1],
+            ["--enable-log-requests", "--speculative-config", spec],
+            env,
+        ),  # fmt: skip
     ]
     urls = tuple(f"http://127.0.0.1:{p}" for p in ports)
     try:
-        for url, proc, name in zip(urls, procs, ("baseline", "speculative"), strict=True):
-            wait_ready(url, proc, root / f"{name}.log")
-        yield urls[0], urls[1], pair["target"]
+        for url, proc, log in zip(urls, procs, logs, strict=True):
+            wait_ready(url, proc, log)
+        yield Servers(urls[0], urls[1], pair["target"], logs)
     finally:
         for proc in procs:
             try:
@@ -76,9 +118,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def test_suite_measures_two_running_servers(
-    servers: tuple[str, str, str], pytester: pytest.Pytester
-) -> None:
+def test_suite_measures_two_running_servers(servers: Servers, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_served=SUITE_WITH_SAMPLES)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--specdecode-baseline-url", servers[0],
@@ -100,7 +140,7 @@ def test_suite_measures_two_running_servers(
     }
 
 
-def test_the_served_backend_on_real_servers(servers: tuple[str, str, str]) -> None:
+def test_the_served_backend_on_real_servers(servers: Servers) -> None:
     """k from the server's per-position counters, n sampled completions per prompt with
     their token ids, and a timed round, straight through the backend."""
     pool = ServedPool(servers[0], servers[1], "SPECDECODE_API_KEY", timeout=300)
@@ -120,10 +160,13 @@ def test_the_served_backend_on_real_servers(servers: tuple[str, str, str]) -> No
         pool.close()
 
 
-def test_load_on_two_real_servers(servers: tuple[str, str, str]) -> None:
-    """Bench.load streams every request from both servers at its arrival time."""
+def test_load_on_two_real_servers(servers: Servers) -> None:
+    """Bench.load streams every request from both servers at its arrival time, each round
+    its own schedule, as the servers' own logs show."""
     from pytest_specdecode import Bench
+    from pytest_specdecode.measure.load import arrival_times
 
+    offsets = [log.stat().st_size for log in servers.logs]
     with Bench(
         None, None, None, baseline_url=servers[0], speculative_url=servers[1], progress=None
     ) as bench:
@@ -136,10 +179,23 @@ def test_load_on_two_real_servers(servers: tuple[str, str, str]) -> None:
     assert low.baseline.tpot[50] <= low.baseline.tpot[90] <= low.baseline.tpot[99]
     assert low.baseline.itl is not None and low.speculative.ttft is not None
     assert r.num_speculative_tokens == 4 and r.method == "served"
+    assert low.offered_rate == pytest.approx(4.0)
+    # as each server logged them: 2 warm-up requests, then 3 rounds of 6 per rate (4 req/s
+    # first); round j at 4 req/s arrives as schedule j, each round a schedule of its own
+    wanted = [arrival_times(4.0, requests=6, seed=0, round_index=j) for j in range(3)]
+    wanted = [[t - w[0] for t in w] for w in wanted]  # from each round's first arrival
+    assert max(max(abs(a - b) for a, b in zip(wanted[0], w, strict=True)) for w in wanted) > 0.5
+    for log, offset in zip(servers.logs, offsets, strict=True):
+        times = received(log, offset)
+        assert len(times) == 2 + 2 * 3 * 6, (log, times)
+        for j, want in enumerate(wanted):
+            got = sorted(times[2 + 6 * j : 8 + 6 * j])
+            # a loaded 2-core machine sends and logs a request up to about 0.1 s late
+            assert [t - got[0] for t in got] == pytest.approx(want, abs=0.2), (log, j)
 
 
 def test_a_baseline_url_that_speculates_is_refused(
-    servers: tuple[str, str, str], pytester: pytest.Pytester
+    servers: Servers, pytester: pytest.Pytester
 ) -> None:
     """Both URLs on the speculative server: refused before a round, naming the option."""
     pytester.makepyfile(test_served=SUITE)
