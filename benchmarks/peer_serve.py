@@ -537,13 +537,18 @@ def measure(
         say(f"raw figures written to {args.out}")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
+def exit_on_sigterm() -> None:
+    """Make SIGTERM leave through every ``finally``, as Ctrl-C does: the servers stop."""
 
     def terminate(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)  # leaves through every finally: the servers stop
+        raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminate)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    exit_on_sigterm()
     device, versions = machine_and_versions()
     header = {
         "command": shlex.join(["python", "benchmarks/peer_serve.py", *sys.argv[1:]]),

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import signal
 import statistics
 import sys
 import tempfile
@@ -42,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from peer_serve import machine_and_versions, say, started_servers  # noqa: E402
+from peer_serve import exit_on_sigterm, machine_and_versions, say, started_servers  # noqa: E402
 
 SIDES = ("baseline", "speculative")
 MAX_TOKENS = 64
@@ -157,11 +156,7 @@ def report(rounds: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-
-    def terminate(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)  # leaves through every finally: the servers stop
-
-    signal.signal(signal.SIGTERM, terminate)
+    exit_on_sigterm()
     device, versions = machine_and_versions()
     print("command: " + " ".join(["python", "benchmarks/round_quiet.py", *sys.argv[1:]]))
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\nmachine: {device}\nversions: {versions}")
