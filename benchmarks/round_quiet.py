@@ -41,15 +41,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from peer_serve import exit_on_sigterm, machine_and_versions, say, started_servers  # noqa: E402
+from peer_serve import (  # noqa: E402
+    SIDES,
+    exit_on_sigterm,
+    machine_and_versions,
+    rate_words,
+    say,
+    started_servers,
+)
 
-SIDES = ("baseline", "speculative")
 MAX_TOKENS = 64
 STALL_FACTOR = 3.0
-
-
-def rate_words(rate: float) -> str:
-    return "all at once" if math.isinf(rate) else f"{rate:g} req/s"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.measure.detectable import compared_rounds
+from pytest_specdecode.settings import BY_NAME
 
 from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, surviving_processes, tagged_env
 
@@ -68,7 +69,7 @@ def test_a_quiet_test_saves_rounds_that_catch_a_10_percent_drop(saved: dict[str,
     assert saved["code"] == 0, saved["out"]
     quiet = saved["results"]["test_quiet"]
     speedup = quiet["detectable"]["speedup"]
-    compared = compared_rounds(quiet["trials"], 40)  # 40: the compared runs' default cap
+    compared = compared_rounds(quiet["trials"], int(BY_NAME["compare_max_trials"].default))
     assert quiet["trials"] < CAP and quiet["compared_rounds"] == compared, saved["out"]
     assert speedup["designed"] == 0.10 and speedup["drop"] < 0.10, saved["out"]
     line = next(

@@ -68,24 +68,26 @@ def run_load(
     done: dict[tuple[str, float], list[LoadRound]] = {}
     counters: dict[float, Counters] = {rate: Counters() for rate in rates}
     firsts: dict[float, str] = {}
-    ended = [time.perf_counter()]  # when the last round (warm-ups included) ended
+    ended = time.perf_counter()  # when the last round (warm-ups included) ended
 
     def warm(engine: EngineBackend) -> None:
         __tracebackhide__ = True
+        nonlocal ended
         engine.generate_round(list(prompts), sampling)
-        ended[0] = time.perf_counter()
+        ended = time.perf_counter()
 
     def measure(which: str, engine: EngineBackend, rate: float, j: int) -> None:
         __tracebackhide__ = True
+        nonlocal ended
         firsts.setdefault(rate, which)
         arrivals = list(schedules[rate][j])
         batch = cycled(prompts, len(arrivals))
         before = engine.counters() if which == "speculative" else None
-        time.sleep(max(0.0, source.quiet_seconds - (time.perf_counter() - ended[0])))
+        time.sleep(max(0.0, source.quiet_seconds - (time.perf_counter() - ended)))
         done.setdefault((which, rate), []).append(engine.load_round(batch, sampling, arrivals))
         if before is not None:
             counters[rate] = counters[rate] + engine.counters().since(before, counting(engine))
-        ended[0] = time.perf_counter()
+        ended = time.perf_counter()
 
     if together:
         base = source.acquire(baseline, keep=[speculative], timeout=timeout)
