@@ -398,7 +398,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)), flush=True)
 
 
-def regression_part(run: Runner, reps: int) -> None:
+def regression_part(run: Runner, reps: int, sessions_only: bool = False) -> None:
     print(
         f"\n## regression: saved baseline {BASELINE_TRIALS} rounds, compared run up to "
         f"{MAX_TRIALS} rounds (stops when the rule decides), tolerances {DEFAULT_TOLERANCES}; "
@@ -418,9 +418,9 @@ def regression_part(run: Runner, reps: int) -> None:
             share(caught), average(r_drop), str(max(r_drop)),
         ]  # fmt: skip
 
-    for sd in (0.03, 0.05, 0.07, 0.10):
+    for sd in () if sessions_only else (0.03, 0.05, 0.07, 0.10):
         rows.append(row(f"sd {sd:.2f}", run("regression", RegressionCell(sd, sd), reps), 0))
-    for sd in (0.05, 0.07):
+    for sd in () if sessions_only else (0.05, 0.07):
         cell = RegressionCell(sd, round(1.5 * sd, 4))
         rows.append(
             row(f"sd {sd:.2f}, new run sd {1.5 * sd:.3f}", run("regression", cell, reps), 0)
@@ -546,6 +546,8 @@ def main() -> None:
     )
     parser.add_argument("--taus", nargs="*", type=float, default=[0.01, 0.02],
                         help="sized part: between-session sds (gauss sd 0.05)")  # fmt: skip
+    parser.add_argument("--sessions-only", action="store_true",
+                        help="regression part: only the between-session rows")  # fmt: skip
     parser.add_argument("--baseline-trials", type=int, default=BASELINE_TRIALS,
                         help="robust part: rounds of the saved baseline")  # fmt: skip
     parser.add_argument("--max-trials", type=int, default=MAX_TRIALS,
@@ -568,7 +570,7 @@ def main() -> None:
         if "sized" in parts:
             sized_part(run, args.reps, args.noise, args.sds, args.taus)
         if "regression" in parts:
-            regression_part(run, args.reps)
+            regression_part(run, args.reps, args.sessions_only)
         if "adaptive" in parts:
             adaptive_part(run, args.reps)
         if "drift" in parts:

@@ -11,6 +11,7 @@ import pytest
 from pytest_specdecode.measure.bench import Bench
 from pytest_specdecode.measure.sequential import (
     MIN_ROUNDS,
+    SESSION_Z,
     Reference,
     Session,
     decide,
@@ -19,6 +20,7 @@ from pytest_specdecode.measure.sequential import (
     robust_location,
     robust_scale,
     session_variance,
+    variance_bound,
 )
 from pytest_specdecode.measure.stats import ratio_interval
 from tests.fakes import FakeSource
@@ -149,7 +151,12 @@ def test_between_session_variance_from_saved_sessions() -> None:
     calm = [Session(math.log(2.0) + s, 0.0025, 30) for s in (0.0, 0.001, -0.001)]
     assert session_variance(calm) == 0.0
     spread = [Session(math.log(2.0) + s, 0.0025, 30) for s in (0.04, -0.04, 0.0, 0.03)]
-    assert session_variance(spread) == pytest.approx(0.003875 / 3 - 0.0025 / 30, rel=1e-6)
+    # the spread of the means at its 75% upper bound (3 degrees of freedom: x2.41), less the
+    # rounds' share
+    assert variance_bound(3, SESSION_Z) == pytest.approx(3 / 1.2125, rel=0.02)  # chi² 25%
+    assert session_variance(spread) == pytest.approx(
+        0.003875 / 3 * variance_bound(3, SESSION_Z) - 0.0025 / 30, rel=1e-6
+    )
     assert session_variance(spread[:2]) is None  # fewer than three sessions
     assert Session.from_dict(spread[0].to_dict()) == spread[0]
 

@@ -46,6 +46,7 @@ from .sequential import (
     decide,
     designed_relative_drop,
     robust_location,
+    variance_bound,
 )
 from .stats import welch_less
 
@@ -63,9 +64,10 @@ LEAST_COMPARED = 20
 #: :data:`LOOK_EVERY`, at most its cap).
 FIRST_LOOK = 20
 LOOK_EVERY = 5
-#: The upper confidence bound of the rounds' sd that the simulations assume, and its z.
-SPREAD_CONFIDENCE = 0.75
-_SPREAD_Z = 0.6745
+#: The upper confidence bound of the rounds' sd that the simulations assume, and its z (the
+#: error rates it gives: ``benchmarks/decisions.py sized``, on the validation page).
+SPREAD_CONFIDENCE = 0.9
+_SPREAD_Z = 1.2816
 #: Rounds of a saving run whose engines cannot stop early (a pool of one engine), and of a
 #: fixed ``baseline_trials`` before sizing existed.
 DEFAULT_SAVED = 30
@@ -296,12 +298,8 @@ def relative_tolerance(tolerance: Tolerance, speedup: float) -> float:
 def spread_inflation(rounds: int) -> float:
     """How much the simulations scale the spread of ``rounds`` rounds: their sd's upper
     :data:`SPREAD_CONFIDENCE` confidence bound over the sd (chi-square with rounds - 1
-    degrees of freedom, Wilson-Hilferty): 1.14 at 20 rounds, 1.06 at 90."""
-    k = rounds - 1
-    if k < 1:
-        return 1.0
-    quantile = k * (1 - 2 / (9 * k) - _SPREAD_Z * math.sqrt(2 / (9 * k))) ** 3
-    return math.sqrt(k / quantile)
+    degrees of freedom, :func:`~.sequential.variance_bound`): 1.28 at 20 rounds, 1.11 at 90."""
+    return math.sqrt(variance_bound(rounds - 1, _SPREAD_Z))
 
 
 def planned_rounds(ratios: Sequence[float], tolerance: float, most: int, compare_cap: int) -> int:

@@ -2,15 +2,15 @@
 
 Two rules live here, both pure functions of per-round log ratios:
 
-- :func:`decide`, the regression rule against a stored baseline: Wald's sequential
-  probability ratio test between "no change" and "a drop of twice the tolerance" (10% at the
-  default ``speedup:5%``), on the information the two runs carry: the per-round variance is
-  pooled from the stored rounds and the new ones (the larger of that and the new run's own,
-  so a noisier new run is not judged with the baseline's calm), and a measured between-session
-  variance is added. A drop is only called when its estimate also exceeds the tolerance (the
-  practical floor). Run online (stop when it decides) and replayed on the stored rounds at
-  the end of the session, it gives the same answer. Location and variance of each run are
-  robust (:func:`robust_location`: a Huber M-estimate with a MAD scale), so that a stalled
+- :func:`decide`, the regression rule against a stored baseline: Wald's sequential probability
+  ratio test between "no change" and "a drop of twice the tolerance" (10% at the default
+  ``speedup:5%``), on the information the two runs carry: the per-round variance is pooled from
+  the stored rounds and the new ones (the larger of that and the new run's own, so a noisier new
+  run is not judged with the baseline's calm), and a measured between-session variance (at its
+  upper confidence bound) is added. A drop is only called when its estimate also exceeds the
+  tolerance (the practical floor). Run online (stop when it decides) and replayed on the stored
+  rounds at the end of the session, it gives the same answer. Location and variance of each run
+  are robust (:func:`robust_location`: a Huber M-estimate with a MAD scale), so that a stalled
   round (a CI runner that paused one engine) moves the decision by a bounded amount.
 - :func:`repeated_interval`, the interval of a run that stopped when its data said so
   (adaptive trials, or the rule above): a repeated confidence interval whose per-look level
@@ -38,6 +38,10 @@ NOMINAL_BETA = 0.05
 TRUNCATION_Z = 2.326
 #: Fewest stored sessions from which a between-session variance is estimated.
 MIN_SESSIONS = 3
+#: The upper confidence bound at which the rule takes the spread of the saving sessions' means
+#: (:func:`session_variance`), and its z.
+SESSION_CONFIDENCE = 0.75
+SESSION_Z = 0.6745
 
 #: Huber's tuning constant, in robust sd (1.4826 x MAD): log ratios further than this from
 #: the estimate count as this far. 96% efficient for normal noise, 1.85x for t(3) noise.
@@ -165,15 +169,26 @@ class Session:
         )
 
 
+def variance_bound(df: int, z: float) -> float:
+    """How much a sample variance with ``df`` degrees of freedom is scaled up to its upper
+    confidence bound of normal quantile ``z`` (chi-square, Wilson-Hilferty): at 75% (z 0.6745)
+    2.06 at 4, 1.30 at 19; 1 below one degree of freedom."""
+    if df < 1:
+        return 1.0
+    quantile = df * (1 - 2 / (9 * df) - z * math.sqrt(2 / (9 * df))) ** 3
+    return df / quantile
+
+
 def session_variance(sessions: Sequence[Session]) -> float | None:
     """Between-session variance of the log speedup (method of moments: the spread of the
-    sessions' means less what their rounds explain); None with fewer than
-    :data:`MIN_SESSIONS` sessions."""
+    sessions' means, at its upper :data:`SESSION_CONFIDENCE` confidence bound, less what their
+    rounds explain); None with fewer than :data:`MIN_SESSIONS` sessions. The bound keeps the
+    false alarms of a rule that trusts a few sessions' spread within its target."""
     if len(sessions) < MIN_SESSIONS:
         return None
     _, spread = _mean_var([s.mean for s in sessions])
     within = sum(s.var / s.rounds for s in sessions) / len(sessions)
-    return max(0.0, spread - within)
+    return max(0.0, spread * variance_bound(len(sessions) - 1, SESSION_Z) - within)
 
 
 @dataclass(frozen=True)
