@@ -20,9 +20,8 @@ from pytest_specdecode.measure.sequential import (
     robust_location,
     robust_scale,
     session_variance,
-    variance_bound,
 )
-from pytest_specdecode.measure.stats import ratio_interval
+from pytest_specdecode.measure.stats import ratio_interval, variance_bound
 from tests.fakes import FakeSource
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}

@@ -4,6 +4,8 @@ import random
 
 import pytest
 
+from pytest_specdecode.measure.detectable import _SPREAD_Z, SPREAD_CONFIDENCE
+from pytest_specdecode.measure.sequential import SESSION_CONFIDENCE, SESSION_Z
 from pytest_specdecode.measure.stats import (
     betainc,
     chi2_sf,
@@ -15,6 +17,7 @@ from pytest_specdecode.measure.stats import (
     t975,
     t_cdf,
     t_quantile,
+    variance_bound,
     welch_less,
 )
 
@@ -125,6 +128,19 @@ def test_t_quantile_matches_scipy() -> None:
         for p in PROBABILITIES + (0.4999, 0.50001):
             expected = float(stats.t.ppf(p, df))
             assert close(t_quantile(p, df), expected, 1e-8), (p, df, expected)
+
+
+def test_variance_bound_matches_scipy_within_the_approximation() -> None:
+    """Wilson-Hilferty's chi-square quantile at the bounds the rules use: the sessions' (from
+    2 degrees of freedom) within 2% of the exact bound, the rounds' (from 19) within 0.1%."""
+    stats = pytest.importorskip("scipy.stats")
+    uses = ((SESSION_CONFIDENCE, SESSION_Z, 2, 0.02), (SPREAD_CONFIDENCE, _SPREAD_Z, 19, 0.001))
+    for confidence, z, least_df, rel in uses:
+        assert z == pytest.approx(normal_quantile(confidence), abs=1e-4)  # the pair agrees
+        for df in (d for d in (2, 3, 4, 9, 19, 40, 89) if d >= least_df):
+            exact = df / float(stats.chi2.ppf(1 - confidence, df))
+            assert variance_bound(df, z) == pytest.approx(exact, rel=rel), (confidence, df)
+    assert variance_bound(0, SESSION_Z) == 1.0
 
 
 def test_t975_matches_scipy() -> None:

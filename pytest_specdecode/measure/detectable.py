@@ -46,9 +46,8 @@ from .sequential import (
     decide,
     designed_relative_drop,
     robust_location,
-    variance_bound,
 )
-from .stats import welch_less
+from .stats import variance_bound, welch_less
 
 #: Share of drops of the detectable size the rule catches.
 POWER = 0.95
@@ -298,7 +297,7 @@ def relative_tolerance(tolerance: Tolerance, speedup: float) -> float:
 def spread_inflation(rounds: int) -> float:
     """How much the simulations scale the spread of ``rounds`` rounds: their sd's upper
     :data:`SPREAD_CONFIDENCE` confidence bound over the sd (chi-square with rounds - 1
-    degrees of freedom, :func:`~.sequential.variance_bound`): 1.28 at 20 rounds, 1.11 at 90."""
+    degrees of freedom, :func:`~.stats.variance_bound`): 1.28 at 20 rounds, 1.11 at 90."""
     return math.sqrt(variance_bound(rounds - 1, _SPREAD_Z))
 
 

@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .stats import t_quantile
+from .stats import t_quantile, variance_bound
 
 #: Fewest rounds before any sequential look (and the first look of adaptive trials).
 MIN_ROUNDS = 3
@@ -167,16 +167,6 @@ class Session:
             float(data["var_log_ratio"]),  # type: ignore[arg-type]
             int(data["rounds"]),  # type: ignore[call-overload]
         )
-
-
-def variance_bound(df: int, z: float) -> float:
-    """How much a sample variance with ``df`` degrees of freedom is scaled up to its upper
-    confidence bound of normal quantile ``z`` (chi-square, Wilson-Hilferty): at 75% (z 0.6745)
-    2.06 at 4, 1.30 at 19; 1 below one degree of freedom."""
-    if df < 1:
-        return 1.0
-    quantile = df * (1 - 2 / (9 * df) - z * math.sqrt(2 / (9 * df))) ** 3
-    return df / quantile
 
 
 def session_variance(sessions: Sequence[Session]) -> float | None:

@@ -1,5 +1,6 @@
 """Small statistics without numpy/scipy: t and normal quantiles, paired log-ratio intervals,
-Welch, two-proportion and chi-square tests (checked against scipy in the tests)."""
+Welch, two-proportion and chi-square tests, a variance's upper confidence bound (checked
+against scipy in the tests)."""
 
 from __future__ import annotations
 
@@ -241,6 +242,16 @@ def proportion_less(new_hits: int, new_n: int, old_hits: int, old_n: int) -> flo
         return 0.0 if p1 < p2 else 1.0
     z = (p1 - p2) / se
     return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+def variance_bound(df: int, z: float) -> float:
+    """How much a sample variance with ``df`` degrees of freedom is scaled up to its upper
+    confidence bound of normal quantile ``z`` (chi-square, Wilson-Hilferty): at 75% (z 0.6745)
+    2.06 at 4, 1.30 at 19; 1 below one degree of freedom."""
+    if df < 1:
+        return 1.0
+    quantile = df * (1 - 2 / (9 * df) - z * math.sqrt(2 / (9 * df))) ** 3
+    return df / quantile
 
 
 def _gammainc_lower_series(a: float, x: float) -> float:
