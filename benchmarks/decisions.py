@@ -47,6 +47,11 @@ Parts:
    the reported speedup and coverage of its interval.
 4. ``robust``: the ``regression`` part (plain baseline) under each ``--noise`` at each
    ``--sds``, with ``--baseline-trials`` and ``--max-trials`` (defaults: the plugin's).
+5. ``sized``: saving sessions sized by their noise (the defaults) under each ``--noise`` at
+   each ``--sds``, and Gaussian sd 0.05 with each between-session ``--taus`` (5 saving
+   sessions); ``--compares`` unchanged and dropped compared runs per stored baseline (more
+   cut the Monte Carlo error of the shares caught where not flagged, which vary from one
+   baseline to the next; the first pair is the one a single compare draws).
 
 Each figure comes with its Monte Carlo standard error (± one se; a share seen 0 times gives
 the 95% upper bound 3/n instead).
@@ -311,17 +316,26 @@ class SizedCell:
     tau: float = 0.0  # > 0: 5 saving sessions into one file, the between-session spread measured
     most: int = BASELINE_MAX_TRIALS
     compare_cap: int = COMPARE_MAX_TRIALS
+    compares: int = 1  # compared runs each way per stored baseline
+
+    @property
+    def key(self) -> str:
+        """What the cell's random draws are keyed by: its fields other than ``compares``, as
+        the cell printed before ``compares`` existed (so the same seed draws the same runs)."""
+        return repr(self).replace(f", compares={self.compares})", ")")
 
 
 def sized_rep(cell: SizedCell, seed: int, rep: int) -> tuple[Any, ...]:
-    """(flagged, saved rounds, false alarm, rounds, caught, rounds) of one repetition: saving
+    """(flagged, saved rounds, false alarms, rounds, caught, rounds) of one repetition: saving
     sessions sized by their noise (``SavePlan``, as ``RunRecord`` makes it), the stored entry
-    as ``RunRecord.sized`` and the save write it, then an unchanged and a dropped compared
-    run against it, each taking at most the rounds the baseline planned. ``flagged``: the
+    as ``RunRecord.sized`` and the save write it, then ``cell.compares`` unchanged and as many
+    dropped compared runs against it, each taking at most the rounds the baseline planned
+    (false alarms and caught: the share of them; rounds: their mean). ``flagged``: the
     comparison's detectable speedup drop (between-session variance included where measured)
     is above the designed 10% (``sees``, which answers exactly that question on the same
-    simulated draws as ``speedup_drop``)."""
-    rng = random.Random(f"{seed}:sized:{cell}:{rep}")
+    simulated draws as ``speedup_drop``). The first compared pair draws what it drew before
+    there were several."""
+    rng = random.Random(f"{seed}:sized:{cell.key}:{rep}")
     saving = World(sd=cell.sd, tau=cell.tau, noise=cell.noise)
     plan = SavePlan(SPEEDUP_TOLERANCE, cell.most, cell.compare_cap)
     results = [session(saving, rng, plan=plan) for _ in range(SAVING_SESSIONS if cell.tau else 1)]
@@ -336,8 +350,12 @@ def sized_rep(cell: SizedCell, seed: int, rep: int) -> tuple[Any, ...]:
     same = World(sd=cell.sd, tau=cell.tau, noise=cell.noise)
     out: list[Any] = [flagged, n]
     for j, world in enumerate((same, replace(same, slowdown=1 / (1 - DROP)))):
-        rng = random.Random(f"{seed}:sized-compared:{cell}:{rep}:{j}")
-        out += compared(stored, world, rng)
+        runs = []
+        for c in range(cell.compares):
+            pair = f"{rep}:{j}" if c == 0 else f"{rep}:{c}:{j}"
+            rng = random.Random(f"{seed}:sized-compared:{cell.key}:{pair}")
+            runs.append(compared(stored, world, rng))
+        out += [sum(r[0] for r in runs) / len(runs), sum(r[1] for r in runs) / len(runs)]
     return tuple(out)
 
 
@@ -375,12 +393,17 @@ class Runner:
 
 
 def share(flags: Sequence[Any]) -> str:
-    """A share in percent ± its Monte Carlo standard error."""
+    """A share in percent ± its Monte Carlo standard error: of flags, or of per-repetition
+    shares (several compared runs each; the se is then that of their mean)."""
     n = len(flags)
-    p = sum(bool(f) for f in flags) / n
+    p = sum(float(f) for f in flags) / n
     if p == 0:
         return f"0.00% (<{300 / n:.2f}%)"
-    return f"{100 * p:.2f}% ±{100 * math.sqrt(p * (1 - p) / n):.2f}"
+    if all(f in (0, 1) for f in flags):
+        se = math.sqrt(p * (1 - p) / n)
+    else:
+        se = math.sqrt(sum((float(f) - p) ** 2 for f in flags) / (n - 1) / n)
+    return f"{100 * p:.2f}% ±{100 * se:.2f}"
 
 
 def average(values: Sequence[float], scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
@@ -500,20 +523,22 @@ def robust_part(
 
 
 def sized_part(run: Runner, reps: int, noises: Sequence[str], sds: Sequence[float],
-               taus: Sequence[float]) -> None:  # fmt: skip
+               taus: Sequence[float], compares: int = 1) -> None:  # fmt: skip
     print(
         f"\n## sized: saving sessions sized by their noise (baseline_trials auto: rounds planned "
         f"once from the first {FIRST_LOOK}, in steps of {LOOK_EVERY}, at most "
         f"{BASELINE_MAX_TRIALS}), "
         f"compared runs up to the rounds the baseline planned (at most {COMPARE_MAX_TRIALS}); "
         f"flagged = the baseline's detectable speedup drop is above {DROP:.0%}; caught "
-        f"among the runs not flagged; {reps} repetitions per cell"
+        f"among the runs not flagged; {reps} repetitions per cell, {compares} unchanged and "
+        f"{compares} dropped compared run(s) per baseline (shares and rounds: per baseline, "
+        f"averaged)"
     )
     header = ["cell", "flagged", "saved rounds", "at the cap", "false alarms", "rounds",
               "caught (not flagged)", "caught (flagged)", "caught (all)", "rounds"]  # fmt: skip
     rows = []
-    cells = [SizedCell(sd, name) for name in noises for sd in sds]
-    cells += [SizedCell(0.05, "gauss", tau) for tau in taus]
+    cells = [SizedCell(sd, name, compares=compares) for name in noises for sd in sds]
+    cells += [SizedCell(0.05, "gauss", tau, compares=compares) for tau in taus]
     for cell in cells:
         data = run("sized", cell, reps)
         flagged, saved, alarm, r_same, caught, r_drop = (list(c) for c in zip(*data, strict=True))
@@ -546,6 +571,8 @@ def main() -> None:
     )
     parser.add_argument("--taus", nargs="*", type=float, default=[0.01, 0.02],
                         help="sized part: between-session sds (gauss sd 0.05)")  # fmt: skip
+    parser.add_argument("--compares", type=int, default=1,
+                        help="sized part: compared runs each way per stored baseline")  # fmt: skip
     parser.add_argument("--sessions-only", action="store_true",
                         help="regression part: only the between-session rows")  # fmt: skip
     parser.add_argument("--baseline-trials", type=int, default=BASELINE_TRIALS,
@@ -568,7 +595,7 @@ def main() -> None:
     with Pool(args.workers) as pool:
         run = Runner(pool, args.workers, args.seed)
         if "sized" in parts:
-            sized_part(run, args.reps, args.noise, args.sds, args.taus)
+            sized_part(run, args.reps, args.noise, args.sds, args.taus, args.compares)
         if "regression" in parts:
             regression_part(run, args.reps, args.sessions_only)
         if "adaptive" in parts:
