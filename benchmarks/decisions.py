@@ -65,7 +65,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing import Pool
 from multiprocessing.pool import Pool as PoolType
 from pathlib import Path
@@ -316,13 +316,9 @@ class SizedCell:
     tau: float = 0.0  # > 0: 5 saving sessions into one file, the between-session spread measured
     most: int = BASELINE_MAX_TRIALS
     compare_cap: int = COMPARE_MAX_TRIALS
-    compares: int = 1  # compared runs each way per stored baseline
-
-    @property
-    def key(self) -> str:
-        """What the cell's random draws are keyed by: its fields other than ``compares``, as
-        the cell printed before ``compares`` existed (so the same seed draws the same runs)."""
-        return repr(self).replace(f", compares={self.compares})", ")")
+    # compared runs each way per stored baseline; out of the repr, which keys the cell's random
+    # draws, so that the same seed draws the same baselines and first compared pair whatever it is
+    compares: int = field(default=1, repr=False)
 
 
 def sized_rep(cell: SizedCell, seed: int, rep: int) -> tuple[Any, ...]:
@@ -335,7 +331,7 @@ def sized_rep(cell: SizedCell, seed: int, rep: int) -> tuple[Any, ...]:
     is above the designed 10% (``sees``, which answers exactly that question on the same
     simulated draws as ``speedup_drop``). The first compared pair draws what it drew before
     there were several."""
-    rng = random.Random(f"{seed}:sized:{cell.key}:{rep}")
+    rng = random.Random(f"{seed}:sized:{cell}:{rep}")
     saving = World(sd=cell.sd, tau=cell.tau, noise=cell.noise)
     plan = SavePlan(SPEEDUP_TOLERANCE, cell.most, cell.compare_cap)
     results = [session(saving, rng, plan=plan) for _ in range(SAVING_SESSIONS if cell.tau else 1)]
@@ -353,7 +349,7 @@ def sized_rep(cell: SizedCell, seed: int, rep: int) -> tuple[Any, ...]:
         runs = []
         for c in range(cell.compares):
             pair = f"{rep}:{j}" if c == 0 else f"{rep}:{c}:{j}"
-            rng = random.Random(f"{seed}:sized-compared:{cell.key}:{pair}")
+            rng = random.Random(f"{seed}:sized-compared:{cell}:{pair}")
             runs.append(compared(stored, world, rng))
         out += [sum(r[0] for r in runs) / len(runs), sum(r[1] for r in runs) / len(runs)]
     return tuple(out)
