@@ -7,8 +7,9 @@ competes for compute, so a shorter draft (or none) does as well. The schedule ta
 measured concurrency, the smallest k within the tolerance of the fastest (k=0 where even the
 fastest is slower than the target alone); vLLM's scheduler then picks k by batch size itself.
 The check runs the scheduled engine and the best fixed k again, each against the baseline; a
-concurrency fails only where the schedule is shown slower (its interval's upper end below 95%
-of the fixed k's speedup); on a busy 2-core CPU single rounds vary by 20% or more, hence 5
+concurrency fails only where the schedule is shown slower (the upper end of the 95% interval
+of schedule/fixed below 0.95; a uniform schedule of the best k is that fixed k's engine, run
+once and not compared); on a busy 2-core CPU single rounds vary by 20% or more, hence 5
 rounds. Two values of k keep the sweep to two engines of its own on a CPU; try more on yours.
 """
 

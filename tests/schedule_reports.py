@@ -5,12 +5,14 @@ the way :meth:`Bench.sweep` and :meth:`Bench.check_schedule` build them (``Sweep
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from pytest_specdecode.measure.kschedule import ScheduleCheck, check_plan, check_row
 from pytest_specdecode.measure.result import Result
+from pytest_specdecode.measure.stats import t975
 from pytest_specdecode.measure.sweep import Sweep
 
 from .helpers import fake_result
@@ -38,7 +40,12 @@ FELL_SHORT = {**HELD, "schedule c=8": (1.40, (1.35, 1.45))}
 
 
 def result(speedup: float, ci: tuple[float, float]) -> Result:
-    return replace(fake_result(), speedup=speedup, speedup_ci=ci)
+    """A result with the speedup, its interval and four rounds' ratios that give about that
+    interval (their geometric mean is the speedup; check_row compares rounds)."""
+    # four log ratios at m +- d: the t-interval's half-width is t975(3) * d / sqrt(3)
+    d = (math.log(ci[1]) - math.log(ci[0])) / 2 / (t975(3) / math.sqrt(3))
+    ratios = [speedup * math.exp(sign * d) for sign in (-1, 1, -1, 1)]
+    return replace(fake_result(), speedup=speedup, speedup_ci=ci, ratios=ratios)
 
 
 def sweep(

@@ -431,7 +431,8 @@ def test_batch_size_leads_with_the_schedule_and_whether_its_check_held() -> None
     short = one(_swept(sweep), sweeps=[sweep], schedule_checks=[check_dict(FELL_SHORT)])
     assert answer(short, "batch size")[1] == (
         f"{SCHEDULE}; check_schedule did not hold: c=8: schedule (k=2) 1.40x (95% CI "
-        "1.35x-1.45x) vs fixed k=4 1.82x (95% CI 1.72x-1.92x): does not hold; gone by batch 32 "
+        "1.35x-1.45x) vs fixed k=4 1.82x (95% CI 1.72x-1.92x) (schedule/fixed 95% CI "
+        "0.73-0.81): does not hold; gone by batch 32 "
         "(0.89x [0.85-0.93]) in test_k_schedule; 1.82x [1.77-1.87] at batch 8"
     )
     unchecked = answer(one(_swept(sweep), sweeps=[sweep]), "batch size")

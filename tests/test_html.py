@@ -326,8 +326,8 @@ def test_schedule_and_check_sections_have_their_tables_the_config_and_the_chart(
     assert f"<p>{html.escape(check(FELL_SHORT).summary())}</p>" in section
     assert (
         "<tr><td>8</td><td>2</td><td>1.40x [1.35-1.45]</td><td>4</td><td>1.82x [1.72-1.92]</td>"
-        "<td>NO</td></tr><tr><td>32</td><td>0 (off)</td><td>-</td><td>1</td>"
-        "<td>0.89x [0.85-0.93]</td><td>yes (off)</td></tr>"
+        "<td>0.73-0.81</td><td>NO</td></tr><tr><td>32</td><td>0 (off)</td><td>-</td><td>1</td>"
+        "<td>0.89x [0.85-0.93]</td><td>-</td><td>yes (off)</td></tr>"
     ) in section
     chart = section.split("id='schedule-check-0'>", 1)[1]
     # the k's under the concurrency ticks (schedule / best fixed), not over the points

@@ -318,7 +318,9 @@ def test_a_schedule_slower_than_the_fixed_k_fails_the_gate_with_both_speedups() 
     assert row.fixed_speedup == pytest.approx(1.8, rel=0.05)
     assert f"c=8: schedule (k=2) {row.scheduled_speedup:.2f}x" in message
     assert f"vs fixed k=4 {row.fixed_speedup:.2f}x" in message
-    assert "95% CI" in message and "does not hold (its interval needs to reach 1.7" in message
+    assert "95% CI" in message and "(schedule/fixed 95% CI 0." in message
+    assert "does not hold (the interval of schedule/fixed needs to reach 0.95)" in message
+    assert row.ratio_ci is not None and row.ratio_ci[1] < 0.95
     assert "concurrency 20" not in message.split(":")[2]
     again = Bench("org/target", DRAFT, source=source, progress=None, trials=6)
     loose = again.check_schedule(schedule, ["p"], max_tokens=8, concurrency=[8], tolerance=0.5)
@@ -401,10 +403,73 @@ def test_schedule_checks_made_in_workers_reach_the_controller(pytester: pytest.P
 def test_a_row_fails_only_when_the_schedule_is_shown_slower() -> None:
     from pytest_specdecode.measure.kschedule import holds
 
-    # fixed k 1.82x, tolerance 5%: the floor is 1.729x
-    assert holds((1.47, 1.79), 1.82, 0.05)  # 1.62x, but its interval reaches the floor
-    assert holds((1.70, 1.729), 1.82, 0.05)
-    assert not holds((1.40, 1.72), 1.82, 0.05)  # even its upper end is below the floor
+    # the interval of schedule/fixed, tolerance 5%: the floor is 0.95
+    assert holds((0.81, 0.98), 0.05)  # 0.89, but its interval reaches the floor
+    assert holds((0.90, 0.95), 0.05)
+    assert not holds((0.77, 0.945), 0.05)  # even its upper end is below the floor
+    assert holds((0.97, 1.001), 0.0) and not holds((0.9, 0.999), 0.0)
+
+
+def aa_rows(
+    tolerance: float, reps: int = 2000, rounds: int = 5, sd: float = 0.1, *, fixed_exact: bool
+) -> int:
+    """How many of ``reps`` A/A rows fail: the scheduled engine and the fixed k with the same
+    true speedup (2x), each measured in its own ``rounds`` rounds with log-normal noise of
+    ``sd``, judged by ``check_row`` (``fixed_exact``: the rule before, which took the fixed k's
+    point estimate as exact: schedule's upper end below (1 - tolerance) x fixed)."""
+    import math
+    import random
+
+    from pytest_specdecode.measure.kschedule import KChoice, Planned, check_row
+    from pytest_specdecode.measure.stats import ratio_interval
+
+    rng = random.Random(20261206)
+    choice = KChoice(8, 2, 2.0, (1.9, 2.1), 4, 2.0, (1.9, 2.1), "")
+    planned = Planned(8, 2, 4, choice, True)
+    failed = 0
+    for _ in range(reps):
+        measured = {}
+        for name in ("schedule c=8", "fixed k=4 c=8"):
+            ratios = [2.0 * math.exp(rng.gauss(0.0, sd)) for _ in range(rounds)]
+            speedup, ci = ratio_interval(ratios)
+            measured[name] = replace(fake_result(), speedup=speedup, speedup_ci=ci, ratios=ratios)
+        row = check_row(planned, measured, tolerance)
+        if fixed_exact:
+            assert row.scheduled_speedup_ci and row.fixed_speedup
+            failed += row.scheduled_speedup_ci[1] < (1 - tolerance) * row.fixed_speedup
+        else:
+            failed += not row.holds
+    return failed
+
+
+def test_an_a_a_pair_fails_at_the_designed_rate_and_the_old_rule_did_not() -> None:
+    # tolerance 0: the row fails where the 95% interval's upper end is below 1: at most 2.5%
+    # of A/A pairs by design (35 of 2000 with this seed; Welch's df make it a little careful)
+    assert 20 <= aa_rows(0.0, fixed_exact=False) <= 50
+    # the rule that took the fixed k's point estimate as exact: about twice as often (103)
+    assert aa_rows(0.0, fixed_exact=True) > 80
+    # the default 5% tolerance at 10% round noise: 3 of 2000 (the old rule: 17)
+    assert aa_rows(0.05, fixed_exact=False) <= 6 < aa_rows(0.05, fixed_exact=True)
+
+
+def test_a_uniform_schedule_of_the_best_k_is_that_engine_run_once_not_compared() -> None:
+    source = FakeSource()
+    source.speedup_fn = lambda k, c: {1: 1.5, 4: 2.0}[k] / (1 + c / 64)
+    bench = Bench("org/target", DRAFT, source=source, progress=None, trials=4)
+    sweep = bench.sweep(["p1"], max_tokens=8, num_speculative_tokens=[1, 4], concurrency=[1, 8])
+    schedule = sweep.schedule()
+    assert schedule.uniform and schedule.speculative_config == {**DRAFT}
+    check = bench.check_schedule(schedule, ["p1"], max_tokens=8)
+    labels = [r.label for r in bench.results[4:]]
+    assert labels == ["schedule c=1", "schedule c=8"]  # no "fixed k=4" run: the same engine
+    for row in check.rows:
+        assert row.same_engine and row.holds and row.ratio_ci is None
+        assert row.fixed_speedup == row.scheduled_speedup
+        assert "is the fixed k=4 engine: holds (the same configuration, not compared)" in (
+            row.describe()
+        )
+    assert check.holds
+    assert ScheduleCheck.from_dict(json.loads(json.dumps(check.to_dict()))) == check
 
 
 # -- two sweeps or two checks in one test -------------------------------------------------------

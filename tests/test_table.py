@@ -373,9 +373,9 @@ def test_check_table_gives_both_speedups_and_where_the_schedule_holds() -> None:
     from .schedule_reports import FELL_SHORT, check, check_read
 
     assert check_rows(check_read()) == [
-        ["1", "4", "2.30x [2.22-2.38]", "4", "2.33x [2.17-2.50]", "yes"],
-        ["8", "2", "1.75x [1.69-1.81]", "4", "1.82x [1.72-1.92]", "yes"],
-        ["32", "0 (off)", "-", "1", "0.89x [0.85-0.93]", "yes (off)"],
+        ["1", "4", "2.30x [2.22-2.38]", "4", "2.33x [2.17-2.50]", "0.92-1.06", "yes"],
+        ["8", "2", "1.75x [1.69-1.81]", "4", "1.82x [1.72-1.92]", "0.91-1.01", "yes"],
+        ["32", "0 (off)", "-", "1", "0.89x [0.85-0.93]", "-", "yes (off)"],
     ]
     assert [row[-1] for row in check_rows(check_read(FELL_SHORT))] == ["yes", "NO", "yes (off)"]
     assert check_line(check_read(FELL_SHORT)) == check(FELL_SHORT).summary()
@@ -385,7 +385,7 @@ def test_check_table_gives_both_speedups_and_where_the_schedule_holds() -> None:
     )
     # past the sweep's concurrencies the schedule stays off and nothing was measured
     beyond = check_rows(check_read(concurrencies=(8, 64)))
-    assert beyond[1] == ["64", "0 (off)", "-", "1", "-", "yes (off)"]
+    assert beyond[1] == ["64", "0 (off)", "-", "1", "-", "-", "yes (off)"]
 
 
 def test_summary_shows_each_schedule_and_check_after_the_sweeps() -> None:
@@ -405,7 +405,7 @@ def test_summary_shows_each_schedule_and_check_after_the_sweeps() -> None:
     assert lines[3].startswith('--speculative-config \'{"method": "draft_model"')
     assert lines[4].startswith("check_schedule suite/test_k_schedule.py::test_k_schedule: ")
     assert lines[5].splitlines()[3].split() == ["8", "2", "1.40x", "[1.35-1.45]", "4", "1.82x",
-                                                "[1.72-1.92]", "NO"]  # fmt: skip
+                                                "[1.72-1.92]", "0.73-0.81", "NO"]  # fmt: skip
     assert lines.index(SCHEDULE_LEGEND) == len(lines) - 2
     # a sweep that measured nothing has no schedule; no checks: no schedule lines, no legend
     plain = summary_lines([], [Sweep(NODEID)], [], [], session)

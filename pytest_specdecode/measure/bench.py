@@ -677,9 +677,10 @@ class Bench:
         prompts (cycled), ``c`` at a time, as :meth:`sweep` does; ``label`` goes before those
         labels (``long schedule c=8``): a second check of a test needs one.
 
-        A row fails only where the schedule is shown slower: the upper end of its speedup's 95%
-        interval below ``(1 - tolerance)`` times the fixed k's speedup (default tolerance: the
-        schedule's). Where the schedule switches speculation
+        A row fails only where the schedule is shown slower: the upper end of the 95% interval
+        of its speedup over the fixed k's (both runs' rounds) below ``1 - tolerance`` (default
+        tolerance: the schedule's). A uniform schedule of the best k is that fixed k's engine:
+        it runs once and its row holds, not compared. Where the schedule switches speculation
         off (k = 0) nothing runs: the row takes the sweep's figure for the best k, which was
         slower than the target alone. Gate it with
         :func:`~pytest_specdecode.assert_schedule_holds`.
@@ -706,9 +707,7 @@ class Bench:
         scheduled.check_speculative_config("check_schedule(schedule=...).speculative_config")
         plan = check_plan(schedule, cs)
         self._check_device([scheduled], "check_schedule")
-        labels = [f"schedule c={p.concurrency}" for p in plan if p.scheduled_k] + [
-            f"fixed k={p.fixed_k} c={p.concurrency}" for p in plan if p.scheduled_k
-        ]
+        labels = [name for p in plan for name in p.runs]
         self._claim_all(
             "check_schedule", [prefix + name for name in labels],
             "give each check_schedule() of a test a distinct label, e.g. "
@@ -725,12 +724,11 @@ class Bench:
             )  # fmt: skip
             self._origin[prefix + name] = f"check_schedule({_label_arg(label)})"
 
-        groups = [(scheduled, [(p.concurrency, f"schedule c={p.concurrency}") for p in plan
-                               if p.scheduled_k])]  # fmt: skip
-        for k in sorted({p.fixed_k for p in plan if p.scheduled_k}):
+        groups = [(scheduled, [(p.concurrency, p.runs[0]) for p in plan if p.runs])]
+        for k in sorted({p.fixed_k for p in plan if len(p.runs) > 1}):
             fixed = self._with_k(schedule.base_config, k)
-            runs = [(p.concurrency, f"fixed k={k} c={p.concurrency}") for p in plan
-                    if p.scheduled_k and p.fixed_k == k]  # fmt: skip
+            runs = [(p.concurrency, p.runs[1]) for p in plan
+                    if len(p.runs) > 1 and p.fixed_k == k]  # fmt: skip
             groups.append((fixed, runs))
         # one engine's runs together, the engines still running from the sweep first
         for config, runs in sorted(groups, key=lambda g: not self.source.is_running(g[0])):

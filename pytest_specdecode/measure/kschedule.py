@@ -16,6 +16,7 @@ from typing import Any
 from ..engines.dynamic_sd import SCHEDULE_KEY, check_schedule, k_at
 from ..errors import ConfigError
 from .result import Result, finite, number
+from .stats import ratio_of_intervals
 
 #: Default tolerance: the smallest k within 5% of the best k's speedup is chosen.
 DEFAULT_TOLERANCE = 0.05
@@ -234,8 +235,14 @@ class ScheduleRow:
     scheduled_speedup_ci: tuple[float, float] | None
     fixed_speedup: float | None  # None: not measured (k = 0 past the sweep's concurrencies)
     fixed_speedup_ci: tuple[float, float] | None
-    holds: bool  # scheduled speedup >= (1 - tolerance) * fixed speedup
+    holds: bool  # the ratio's interval reaches 1 - tolerance (see :func:`holds`)
     note: str = ""
+    #: scheduled speedup / fixed speedup: the 95% Welch interval of their rounds' log ratios;
+    #: None where nothing was compared (the schedule off, or the same engine as the fixed k)
+    ratio_ci: tuple[float, float] | None = None
+    #: the scheduled engine is the fixed k's engine (a uniform schedule is the plain fixed k):
+    #: one measurement stands for both, nothing is compared
+    same_engine: bool = False
 
     def describe(self) -> str:
         """One line: both speedups with their intervals, the ks, and the verdict."""
@@ -247,10 +254,20 @@ class ScheduleRow:
         if self.scheduled_speedup is None:
             return f"c={self.concurrency}: schedule off (k=0), {fixed}: {self.note}"
         scheduled = _speedup(self.scheduled_speedup, self.scheduled_speedup_ci)
+        if self.same_engine:
+            return (
+                f"c={self.concurrency}: schedule (k={self.scheduled_k}) {scheduled} is the "
+                f"fixed k={self.fixed_k} engine: holds (the same configuration, not compared)"
+            )
         verdict = "holds" if self.holds else "does not hold"
+        ratio = (
+            f" (schedule/fixed 95% CI {self.ratio_ci[0]:.2f}-{self.ratio_ci[1]:.2f})"
+            if self.ratio_ci is not None
+            else ""
+        )
         return (
-            f"c={self.concurrency}: schedule (k={self.scheduled_k}) {scheduled} vs {fixed}: "
-            f"{verdict}"
+            f"c={self.concurrency}: schedule (k={self.scheduled_k}) {scheduled} vs {fixed}"
+            f"{ratio}: {verdict}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,6 +281,8 @@ class ScheduleRow:
             "fixed_speedup_ci": _list(self.fixed_speedup_ci),
             "holds": self.holds,
             "note": self.note,
+            "ratio_ci": _list(self.ratio_ci),
+            "same_engine": self.same_engine,
         }
 
     @classmethod
@@ -276,6 +295,7 @@ class ScheduleRow:
             fixed_speedup=_opt(data.get("fixed_speedup")),
             fixed_speedup_ci=_opt_ci(data.get("fixed_speedup_ci")),
             holds=bool(data["holds"]), note=str(data.get("note", "")),
+            ratio_ci=_opt_ci(data.get("ratio_ci")), same_engine=bool(data.get("same_engine")),
         )  # fmt: skip
 
 
@@ -298,11 +318,12 @@ def _opt_ci(value: Any) -> tuple[float, float] | None:
     return None if value is None else (float(value[0]), float(value[1]))
 
 
-def holds(scheduled_ci: tuple[float, float], fixed: float, tolerance: float) -> bool:
-    """The schedule holds unless it is shown slower: it fails where even the upper end of its
-    speedup's 95% interval lies below ``(1 - tolerance)`` times the best fixed k's speedup (a
-    point-estimate rule fails by noise alone: single rounds on a busy 2-core CPU vary by 20%)."""
-    return scheduled_ci[1] >= (1.0 - tolerance) * fixed
+def holds(ratio_ci: tuple[float, float], tolerance: float) -> bool:
+    """The schedule holds unless it is shown slower: it fails where even the upper end of the
+    95% interval of its speedup over the best fixed k's (:func:`~.stats.ratio_of_intervals`,
+    both runs' rounds) lies below ``1 - tolerance``. Both sides are measured: a rule that takes
+    the fixed k's point estimate as exact fails an A/A pair far more often than 2.5%."""
+    return ratio_ci[1] >= 1.0 - tolerance
 
 
 @dataclass(frozen=True)
@@ -399,16 +420,31 @@ class Planned:
     fixed_k: int
     choice: KChoice  # the sweep's choice whose range holds the concurrency
     measured: bool  # the sweep measured this concurrency
+    #: the scheduled engine is the fixed k's (a uniform schedule of that k): run once
+    same_engine: bool = False
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """The labels of the runs this concurrency needs: the scheduled engine's, and the
+        fixed k's unless it is the same engine; none where the schedule is off."""
+        if not self.scheduled_k:
+            return ()
+        scheduled = f"schedule c={self.concurrency}"
+        if self.same_engine:
+            return (scheduled,)
+        return (scheduled, f"fixed k={self.fixed_k} c={self.concurrency}")
 
 
 def check_plan(schedule: KSchedule, concurrencies: Sequence[int]) -> list[Planned]:
     """Per concurrency: the k the schedule runs there and the best fixed k (the sweep's, at
-    the measured concurrency whose range holds it)."""
+    the measured concurrency whose range holds it); a :attr:`~KSchedule.uniform` schedule of
+    the best k is the same engine as that fixed k."""
     measured = {c.concurrency for c in schedule.choices}
     plan = []
     for c in concurrencies:
-        choice = schedule.choice_for(c)
-        plan.append(Planned(c, schedule.k_at(c), choice.best_k, choice, c in measured))
+        choice, k = schedule.choice_for(c), schedule.k_at(c)
+        same = schedule.uniform and k == choice.best_k
+        plan.append(Planned(c, k, choice.best_k, choice, c in measured, same))
     return plan
 
 
@@ -444,9 +480,14 @@ def check_row(
         )
         return ScheduleRow(c, 0, choice.best_k, None, None, None, None, True, note)
     scheduled = results[f"schedule c={c}"]
+    if planned.same_engine:
+        return ScheduleRow(
+            c, planned.scheduled_k, planned.fixed_k, scheduled.speedup, _ci(scheduled.speedup_ci),
+            scheduled.speedup, _ci(scheduled.speedup_ci), True, same_engine=True,
+        )  # fmt: skip
     fixed = results[f"fixed k={planned.fixed_k} c={c}"]
+    _, ratio_ci = ratio_of_intervals(scheduled.ratios, fixed.ratios)
     return ScheduleRow(
         c, planned.scheduled_k, planned.fixed_k, scheduled.speedup, _ci(scheduled.speedup_ci),
-        fixed.speedup, _ci(fixed.speedup_ci),
-        holds(_ci(scheduled.speedup_ci), fixed.speedup, tolerance),
+        fixed.speedup, _ci(fixed.speedup_ci), holds(ratio_ci, tolerance), ratio_ci=ratio_ci,
     )  # fmt: skip

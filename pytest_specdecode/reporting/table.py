@@ -359,14 +359,15 @@ def config_line(schedule: KSchedule) -> str:
 
 CHECK_HEADERS = (
     "concurrency", "scheduled k", "schedule speedup [95% CI]", "fixed best k",
-    "fixed speedup [95% CI]", "holds",
+    "fixed speedup [95% CI]", "schedule/fixed [95% CI]", "holds",
 )  # fmt: skip
 
 
 def check_rows(check: ScheduleCheck) -> list[list[str]]:
     """One row per concurrency checked, from a schedule check: the scheduled k and the best
     fixed k, each one's speedup over the baseline with its 95% interval (``-``: not run, as
-    where the schedule is off), and whether the schedule holds there."""
+    where the schedule is off), the interval of their ratio that decides (``same engine``: a
+    uniform schedule of the best k, run once) and whether the schedule holds there."""
     out = []
     for row in check.rows:
         cells = [
@@ -375,6 +376,11 @@ def check_rows(check: ScheduleCheck) -> list[list[str]]:
             _interval(row.scheduled_speedup, row.scheduled_speedup_ci),
             str(row.fixed_k),
             _interval(row.fixed_speedup, row.fixed_speedup_ci),
+            "same engine"
+            if row.same_engine
+            else "-"
+            if row.ratio_ci is None
+            else f"{_fixed(row.ratio_ci[0], '.2f')}-{_fixed(row.ratio_ci[1], '.2f')}",
             ("yes" if row.holds else "NO") + (" (off)" if row.scheduled_k == 0 else ""),
         ]
         out.append([printable(cell) for cell in cells])
@@ -629,8 +635,9 @@ SCHEDULE_LEGEND = (
     "schedule: at each concurrency a sweep measured, the smallest k whose speedup is within the "
     "tolerance of the fastest k's, 0 (off) where even the fastest k's 95% interval lies below "
     "1.0; each range of batch sizes runs the k of the concurrency that ends it. check_schedule: "
-    "the scheduled engine and the best fixed k, each against the baseline; holds = the "
-    "schedule's speedup is within the tolerance of the fixed k's"
+    "the scheduled engine and the best fixed k, each against the baseline; schedule/fixed = "
+    "the 95% interval of their speedups' ratio (same engine: a uniform schedule of the best k, "
+    "run once); holds = that interval reaches 1 - tolerance"
 )
 
 
