@@ -348,8 +348,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compare", "compare every result with the results saved in this file", _string),
     Setting(
         "compare_fail",
-        "tolerated drops, e.g. speedup:10%,acceptance_rate:0.05 (relative with %, below 100%; "
-        "else absolute, for the speedup below every stored speedup; default "
+        "tolerated drops, e.g. speedup:10%,acceptance_rate:0.05 (above 0; relative with %, "
+        "below 100%; else absolute, for the speedup below every stored speedup; default "
         f"{DEFAULT_TOLERANCES})",
         _tolerances,
         default=DEFAULT_TOLERANCES,

@@ -1,9 +1,10 @@
 """Tolerated drops for the regression rule (``--specdecode-compare-fail``): parsed once,
 shared by the settings that validate them and the comparison that applies them.
 
-A relative tolerance must be below 100% (a drop of 100% takes any figure to zero, so nothing
-could regress, and the speedup's rule works on ``log(1 - tolerance)``); an absolute speedup
-tolerance must be below every stored speedup
+A tolerance must be above 0 (the rules are designed to catch twice the tolerance, and a drop
+of 0 can never be told apart from noise). A relative tolerance must be below 100% (a drop of
+100% takes any figure to zero, so nothing could regress, and the speedup's rule works on
+``log(1 - tolerance)``); an absolute speedup tolerance must be below every stored speedup
 (:func:`~pytest_specdecode.baselines.compare.check_speedup_amount`).
 """
 
@@ -61,8 +62,13 @@ def parse_tolerances(text: str, source: str = "--specdecode-compare-fail") -> li
             value = float(amount.strip().rstrip("%"))
         except ValueError:
             raise ConfigError(f"{source}: {part!r}: {amount!r} is not a number") from None
-        if value < 0 or not math.isfinite(value):
-            raise ConfigError(f"{source}: {part!r}: the tolerance must be >= 0")
+        if not value > 0 or not math.isfinite(value):
+            raise ConfigError(
+                f"{source}: {part!r}: a tolerance must be above 0 (the rules are designed to "
+                f"catch a drop of twice the tolerance, and a drop of 0 cannot be caught: the "
+                f"comparison would never decide). Give the smallest drop that matters, e.g. "
+                f"{figure}:1%, or leave {figure} out of the list to not compare it"
+            )
         if relative and value >= 100:
             raise ConfigError(
                 f"{source}: {part!r}: a relative tolerance must be below 100% (a drop of 100% "

@@ -150,6 +150,8 @@ def test_a_crash_exits_3_naming_it_with_the_traceback(
         ("speedup:100%", "--fail: 'speedup:100%': a relative tolerance must be below 100%"),
         ("speedup:150%", "--fail: 'speedup:150%': a relative tolerance must be below 100%"),
         ("acceptance_rate:100%", "'acceptance_rate:100%': a relative tolerance must be below"),
+        ("speedup:0%", "--fail: 'speedup:0%': a tolerance must be above 0"),
+        ("acceptance_rate:0%", "--fail: 'acceptance_rate:0%': a tolerance must be above 0"),
         ("speedup:2", "--fail (against b.json): speedup:2: an absolute speedup tolerance must "
                       "be below every stored speedup, and these are not above 2: t.py::test_a "
                       "(2x)"),
@@ -290,3 +292,45 @@ def test_a_report_without_a_start_time_says_so() -> None:
 
     assert started_text({}).startswith("not recorded")
     assert started_text({"started": "2026-12-04"}) == "2026-12-04"
+
+
+# --- issue 43 item 17: "-" (and /dev/stdout) is standard output --------------------------------
+
+
+@pytest.mark.parametrize("stdout", ["-", "/dev/stdout"])
+def test_an_output_on_stdout_is_written_there_and_nothing_else(
+    tmp_path: Path, stdout: str
+) -> None:
+    """Each output option takes ``-`` (or /dev/stdout) for standard output, which then holds
+    the document alone: what the command says goes to stderr; no file named ``-``."""
+    save(tmp_path / "b.json", entry())
+    save(tmp_path / "n.json", entry(speedup=1.5))
+    done = cli("export", "b.json", "--format", "bmf", "--output", stdout, "-v", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    cli("export", "b.json", "--format", "bmf", "--output", "bmf.json", cwd=tmp_path)
+    assert done.stdout == (tmp_path / "bmf.json").read_text()
+    done = cli("compare", "b.json", "n.json", "--json", stdout, cwd=tmp_path)
+    assert done.returncode == EXIT_REGRESSED, done.stderr
+    assert json.loads(done.stdout)[0]["decision"] == "regressed"
+    assert "1 regressed" in done.stderr  # the tables and the summary
+    done = cli("html", "b.json", stdout, "-v", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert done.stdout.startswith("<!DOCTYPE html>") and done.stdout.rstrip().endswith("</html>")
+    assert "wrote standard output (HTML report of 1 result)" in done.stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_a_pipe_or_device_is_written_into_not_replaced(tmp_path: Path) -> None:
+    """A path naming a FIFO or a device (/dev/null, /dev/stderr) is written through: a
+    rename would put a plain file in its place (and as root, replace /dev/null)."""
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the write end opens at once
+    try:
+        report.atomic_write_text(fifo, "text\n")
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        assert os.read(reader, 100) == b"text\n"
+    finally:
+        os.close(reader)

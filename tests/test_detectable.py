@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import math
 import random
+import threading
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 
 from pytest_specdecode.measure.detectable import (
     FIRST_LOOK,
     MOST_DROP,
+    RESOLUTION,
     Detectable,
+    _search,
     compared_rounds,
     figure_drop,
     planned_rounds,
@@ -101,6 +106,27 @@ def test_the_two_gate_figures() -> None:
     absolute = figure_drop(steady, 20, 0.03, relative=False, log=False, alpha=0.01)
     assert not absolute.relative and 0.03 < absolute.drop < 0.06 and absolute.designed == 0.06
     assert math.isinf(figure_drop([0.7], 20, 0.05, **kw).drop)  # type: ignore[arg-type]
+
+
+def test_the_search_ends_for_a_zero_or_tiny_declared_drop() -> None:
+    # a 0% tolerance (refused up front since) made the bisection's precision 0: it never ended
+    def bounded(target: Callable[[], float]) -> float:
+        box: list[float] = []
+        worker = threading.Thread(target=lambda: box.append(target()), daemon=True)
+        worker.start()
+        worker.join(timeout=30)
+        assert box, "the search did not end"
+        return box[0]
+
+    def above_a_tenth(drop: float) -> bool:
+        return drop >= 0.1
+
+    for declared in (0.0, 5e-324):
+        found = bounded(partial(_search, above_a_tenth, declared, 0.0, MOST_DROP))
+        assert 0.1 <= found <= 0.1 + RESOLUTION * MOST_DROP
+    steady = ratios(0.02, 30)
+    assert bounded(lambda: speedup_drop(steady, 20, 0.0).drop) > 0
+    assert bounded(lambda: figure_drop(steady, 20, 0.0, relative=False, log=False, alpha=0.01).drop)
 
 
 def test_detectable_text_and_dict_form() -> None:

@@ -149,6 +149,8 @@ def test_dollar_signs_in_labels_are_drawn_and_the_page_written(
          "*--specdecode-compare-fail: 'speedup:100%': a relative tolerance must be below 100%*"),
         (["-o", "specdecode_compare_fail=speedup:5%,match_rate:120%"],
          "*ini specdecode_compare_fail: 'match_rate:120%': a relative tolerance must be below*"),
+        (["--specdecode-save", "base.json", "--specdecode-compare-fail", "speedup:0%"],
+         "*--specdecode-compare-fail: 'speedup:0%': a tolerance must be above 0*"),
         (["--specdecode-compare", "base.json", "--specdecode-compare-fail", "speedup:2.5"],
          "*--specdecode-compare-fail (against the baseline base.json): speedup:2.5: an absolute "
          "speedup tolerance must be below every stored speedup, and these are not above 2.5: "

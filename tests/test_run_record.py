@@ -118,6 +118,7 @@ def test_every_product_reaches_the_record_through_the_one_sink() -> None:
         ({"export": {"yaml": "x.yaml"}}, "unknown format 'yaml'; known: bmf"),
         ({"export": "bmf"}, "RunRecord(export=...): expected FORMAT=PATH"),
         ({"compare_fail": "speed:5%"}, "RunRecord(compare_fail=...)"),
+        ({"compare_fail": "speedup:0%"}, "RunRecord(compare_fail=...): 'speedup:0%': a tol"),
         ({"update_baseline": True}, "needs --specdecode-compare"),
         ({"compare": "/nonexistent/base.json"}, "baseline file"),
         ({"report": "/"}, "RunRecord(report=...)"),

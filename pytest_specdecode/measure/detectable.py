@@ -57,6 +57,8 @@ REPS = 400
 MOST_DROP = MOST_DESIGNED
 #: Precision of the search, as a share of the declared drop.
 RESOLUTION = 0.02
+#: A bound on the search's halvings (a float interval cannot usefully halve more often).
+_MOST_HALVINGS = 64
 #: The compared rounds of a baseline saved with at most this many rounds (the old default).
 LEAST_COMPARED = 20
 #: A saving session sized by its noise plans its rounds after this many (a multiple of
@@ -221,14 +223,21 @@ def _two_gate_enough(
 def _search(enough: Enough, declared: float, least: float, most: float) -> float:
     """The smallest drop in (``least``, ``most``] that is caught often enough (``inf`` when
     ``most`` is not), bracketed on the side of ``declared`` its own answer puts it, so the
-    result is above ``declared`` exactly when ``declared`` is not caught often enough."""
+    result is above ``declared`` exactly when ``declared`` is not caught often enough.
+
+    It ends whatever ``declared`` is: a zero one (a tolerance of 0, which the tolerance parser
+    refuses) is searched to :data:`RESOLUTION` of ``most`` instead, and a tiny one stops after
+    :data:`_MOST_HALVINGS` halvings."""
     if enough(declared):
         low, high = least, declared
     else:
         if not enough(most):
             return math.inf
         low, high = declared, most
-    while high - low > RESOLUTION * declared:
+    precision = RESOLUTION * (declared if declared > 0 else most)
+    for _ in range(_MOST_HALVINGS):
+        if not high - low > precision:
+            break
         middle = (low + high) / 2
         if enough(middle):
             high = middle
