@@ -175,15 +175,53 @@ class PhaseSummary:
     @property
     def pays(self) -> bool | None:
         """Whether each speculative decode step yields more tokens than the break-even
-        (:attr:`tokens_per_step`; None: unknown)."""
-        if self.break_even_length is None:
-            return None
-        return self.tokens_per_step > self.break_even_length
+        (:attr:`tokens_per_step`): True or False where their 95% intervals lie apart, None
+        where they overlap (undecided) or the break-even is unknown (:func:`clears`)."""
+        measured = self.step_yield
+        return clears(
+            self.tokens_per_step,
+            scaled_interval(self.acceptance_length_ci, self.acceptance_length, measured),
+            self.break_even_length,
+            self.break_even_ci,
+        )
 
 
 #: How far (relative to the acceptance length) the step yield may lie from it before the
 #: explanation names both: beyond it the acceptance length misleads about the break-even.
 YIELD_GAP = 0.1
+
+
+def scaled_interval(
+    length_ci: tuple[float, float] | None, length: float | None, measured: float | None
+) -> tuple[float, float] | None:
+    """The acceptance length's interval scaled to the step yield ``measured`` (the per-round
+    step counts are not kept); the interval itself where there is no yield."""
+    if measured is None or length_ci is None:
+        return length_ci
+    if not length or not math.isfinite(length):
+        return None
+    return length_ci[0] * measured / length, length_ci[1] * measured / length
+
+
+def clears(
+    measured: float | None,
+    measured_ci: tuple[float, float] | None,
+    break_even: float | None,
+    break_even_ci: tuple[float, float] | None,
+) -> bool | None:
+    """Whether the tokens each speculative step yields clear the break-even: True where the
+    measured interval lies wholly above the break-even's, False wholly below, None where the
+    two overlap (undecided) or either figure is missing. A figure without an interval counts
+    as its point."""
+    if measured is None or break_even is None or not math.isfinite(measured):
+        return None
+    low, high = measured_ci or (measured, measured)
+    be_low, be_high = break_even_ci or (break_even, break_even)
+    if low > be_high:
+        return True
+    if high < be_low:
+        return False
+    return None
 
 
 def yield_of(baseline_steps: float | None, speculative_steps: float | None) -> float | None:
@@ -272,11 +310,14 @@ def explain(
     acceptance_length: float,
     batch: int,
     measured: float | None = None,
+    break_even_ci: tuple[float, float] | None = None,
+    acceptance_length_ci: tuple[float, float] | None = None,
 ) -> str:
     """One sentence: which term of the speculative decode step dominates its cost over the
     baseline's (the draft proposal, the verification pass, sampling and rejection, input
     preparation, the rest), and whether the tokens each speculative step yields (``measured``,
-    :attr:`PhaseSummary.step_yield`; the acceptance length when None) clear the break-even.
+    :attr:`PhaseSummary.step_yield`; the acceptance length when None) clear the break-even:
+    above or below only where the two intervals lie apart (:func:`clears`), else undecided.
     Where the yield lies more than :data:`YIELD_GAP` from the acceptance length both are
     named."""
     b_ms, s_ms = base.step_ms, spec.step_ms
@@ -304,23 +345,43 @@ def explain(
             f"({excess[top] / b_ms:.1f} baseline steps)"
         )
     be, length = break_even_length, acceptance_length
-    if measured is not None and names_yield(measured, length, be):
+    named = measured is not None and names_yield(measured, length, be)
+    tokens = measured if named and measured is not None else length
+    tokens_ci = scaled_interval(acceptance_length_ci, length, tokens if named else None)
+    verdict = clears(tokens, tokens_ci, be, break_even_ci)
+    if verdict is None:
+        return (
+            f"each verification step yields {with_ci(tokens, tokens_ci)} tokens"
+            + (f" (acceptance length {length:.2f} counts only the steps with drafts)"
+               if named else "")
+            + f" and the break-even is {with_ci(be, break_even_ci)}: the intervals overlap, "
+            f"so the decode steps alone do not tell whether speculation pays; the largest "
+            f"cost: {term}"
+        )  # fmt: skip
+    if named:
         said = (
-            f"each verification step yields {measured:.2f} tokens (acceptance length "
+            f"each verification step yields {tokens:.2f} tokens (acceptance length "
             f"{length:.2f} counts only the steps with drafts)"
         )
-        if measured > be:
+        if verdict:
             return (
                 f"{said}, above the break-even {be:.2f}, so speculation pays; the largest "
                 f"cost: {term}"
             )
         return f"{said}, below the break-even {be:.2f}: {term}"
-    if length > be:
+    if verdict:
         return (
             f"each verification step yields {length:.2f} tokens, above the break-even "
             f"{be:.2f}, so speculation pays; the largest cost: {term}"
         )
     return f"acceptance length {length:.2f} is below the break-even {be:.2f}: {term}"
+
+
+def with_ci(value: float, ci: tuple[float, float] | None) -> str:
+    """``1.06 [0.98-1.14]``, or ``1.06`` without an interval (or a zero-width one)."""
+    if ci is None or f"{ci[0]:.2f}" == f"{ci[1]:.2f}":
+        return f"{value:.2f}"
+    return f"{value:.2f} [{ci[0]:.2f}-{ci[1]:.2f}]"
 
 
 def summarize(
@@ -346,6 +407,7 @@ def summarize(
     base, spec = sides["baseline"].decode, sides["speculative"].decode
     length = counters.mean_acceptance_length
     be, be_ci = break_even(baseline, speculative)
+    length_ci = acceptance_interval(length, round_counters)
     return PhaseSummary(
         clock=clocks.pop() if len(clocks) == 1 else "mixed",
         baseline=sides["baseline"],
@@ -353,10 +415,12 @@ def summarize(
         break_even_length=be,
         break_even_ci=be_ci,
         acceptance_length=length,
-        acceptance_length_ci=acceptance_interval(length, round_counters),
+        acceptance_length_ci=length_ci,
         draft_share=_ratio(spec.draft_ms, spec.step_ms),
         verify_cost=_ratio(spec.forward_ms, base.forward_ms),
-        explanation=explain(base, spec, be, length, batch, yield_of(base.steps, spec.steps)),
+        explanation=explain(
+            base, spec, be, length, batch, yield_of(base.steps, spec.steps), be_ci, length_ci
+        ),
     )
 
 

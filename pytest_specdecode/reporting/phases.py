@@ -172,22 +172,13 @@ def pays(figures: PhaseSummary, row: ReportEntry | Result | None = None) -> bool
     step yield (:func:`step_yield`) where the step counts are stored, with the acceptance
     length's interval scaled to it (the per-round step counts are not kept), else the
     measured acceptance length with its interval."""
-    be, length = finite(figures.break_even_length), finite(figures.acceptance_length)
-    length_ci = pair(figures.acceptance_length_ci)
-    acc, acc_ci = step_yield(figures, row), None
-    if acc is None:
-        acc, acc_ci = length, length_ci
-    elif length and length_ci is not None:
-        acc_ci = (length_ci[0] * acc / length, length_ci[1] * acc / length)
-    if be is None or acc is None:
-        return None
-    be_ci = pair(figures.break_even_ci) or (be, be)
-    acc_ci = acc_ci or (acc, acc)
-    if acc_ci[0] > be_ci[1]:
-        return True
-    if acc_ci[1] < be_ci[0]:
-        return False
-    return None
+    length, measured = finite(figures.acceptance_length), step_yield(figures, row)
+    return measured_phases.clears(
+        length if measured is None else measured,
+        measured_phases.scaled_interval(pair(figures.acceptance_length_ci), length, measured),
+        finite(figures.break_even_length),
+        pair(figures.break_even_ci),
+    )
 
 
 def explanation(row: ReportEntry | Result) -> str:
@@ -205,6 +196,7 @@ def explanation(row: ReportEntry | Result) -> str:
     return explain(
         summary.baseline.decode, summary.speculative.decode, summary.break_even_length,
         summary.acceptance_length, int(batch), step_yield(summary, row),
+        summary.break_even_ci, summary.acceptance_length_ci,
     )  # fmt: skip
 
 
