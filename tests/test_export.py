@@ -425,3 +425,62 @@ def test_cli_exports_the_phase_figures_or_says_there_are_none(
     saved.write_text(json.dumps(_report(_result("t.py::test_a")).to_dict()))
     assert cli_main(["export", str(saved), "--format", "github-action-benchmark-smaller"]) == 2
     assert "phases.json: holds no phase figures to export" in capsys.readouterr().err
+
+
+# --- issue 43: CSV text, spreadsheet formulas, one unit per entry -----------------------------
+
+
+def test_csv_writes_a_lone_surrogate_as_its_escape(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 12: JSON carries a lone surrogate, UTF-8 cannot; the CSV writes it as its escape,
+    as the HTML page does, instead of crashing (exit 3)."""
+    import csv
+
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps(_report(_result("t.py::test_a", "s\ud800")).to_dict()))
+    out = tmp_path / "figures.csv"
+    assert cli_main(["export", str(saved), "--format", "csv", "--output", str(out)]) == 0
+    rows = list(csv.reader(out.read_text(encoding="utf-8").splitlines()))
+    assert {row[0] for row in rows[1:]} == {"t.py::test_a[s\\ud800]"}
+    capsys.readouterr()
+    assert cli_main(["export", str(saved), "--format", "csv"]) == 0
+    assert capsys.readouterr().out == out.read_text(encoding="utf-8")
+
+
+FORMULAS = ['=HYPERLINK("http://x.test","y")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "\t1"]
+
+
+def test_csv_neutralises_text_a_spreadsheet_would_run_but_keeps_numbers() -> None:
+    """Item 13: a text cell starting with = + - @, a tab or a carriage return (OWASP's CSV
+    injection list) gets a leading single quote; a number, or text that is one, stays."""
+    import csv
+    import io
+
+    from pytest_specdecode.reporting.export import csv_text
+
+    names = [*FORMULAS, "-0.05", "t.py::test_a"]
+    report = _report(*(_result(name, speedup_ci=(-0.05, 2.2)) for name in names))
+    rows = list(csv.DictReader(io.StringIO(csv_text(report), newline="")))
+    benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
+    assert benchmarks == [*(f"'{name}" for name in FORMULAS), "-0.05", "t.py::test_a"]
+    speedups = [row for row in rows if row["measure"] == "speedup"]
+    assert {(row["value"], row["lower_value"]) for row in speedups} == {("2.0", "-0.05")}
+
+
+def test_github_action_benchmark_smaller_gives_each_detectable_drop_one_unit() -> None:
+    """Item 18: the value, its unit and the designed drop on the extra line in one unit."""
+    from pytest_specdecode.measure.detectable import Detectable
+
+    relative = _result("t.py::test_a", detectable={"speedup": Detectable(0.0672, 0.1)})
+    absolute = _result(
+        "t.py::test_b", detectable={"speedup": Detectable(0.25, 0.2, relative=False)}
+    )
+    entries = github_action_benchmark_smaller(_report(relative, absolute))
+    jsonschema.validate(entries, GAB_SCHEMA)
+    assert entries == [
+        {"name": "t.py::test_a speedup-detectable-drop", "unit": "%",
+         "value": pytest.approx(6.72), "extra": "designed to catch 10%"},
+        {"name": "t.py::test_b speedup-detectable-drop", "unit": "x", "value": 0.25,
+         "extra": "designed to catch 0.2x"},
+    ]  # fmt: skip

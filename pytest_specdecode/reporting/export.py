@@ -32,6 +32,7 @@ from ..measure.detectable import Detectable
 from ..measure.kschedule import ScheduleCheck, ScheduleRow
 from ..measure.load import LoadPoint, LoadResult
 from ..measure.result import Result
+from .table import without_surrogates
 
 
 def _key(nodeid: str, label: str) -> str:
@@ -98,6 +99,17 @@ def _detectable(report: Report, entry: ReportEntry) -> dict[str, Detectable]:
     """The finite detectable drops of one result (:meth:`Report.detectable`), by measure."""
     drops = report.detectable(entry).items()
     return {detectable_measure(f): d for f, d in drops if math.isfinite(d.drop)}
+
+
+def _drop_unit(name: str, drop: Detectable) -> str:
+    """The unit of a figure's detectable drop: ``%`` (of the stored value) for a %
+    tolerance, else the figure's own (``x`` for the speedup)."""
+    if drop.relative:
+        return "%"
+    try:
+        return figure(name).unit
+    except KeyError:  # a figure this version does not know
+        return ""
 
 
 def bmf(report: Report) -> dict[str, dict[str, dict[str, float]]]:
@@ -206,11 +218,18 @@ def github_action_benchmark_smaller(report: Report) -> list[dict[str, Any]]:
     engine, an older report) has none."""
     entries = []
     for e in report.results:
-        for measure, drop in _detectable(report, e).items():
-            shown, unit = (100 * drop.drop, "%") if drop.relative else (drop.drop, "")
-            name = f"{benchmark_name(e)} {measure}"
-            extra = f"designed to catch {drop.designed:g}"
-            entries.append({"name": name, "unit": unit, "value": shown, "extra": extra})
+        for figure_name, drop in report.detectable(e).items():
+            if not math.isfinite(drop.drop):
+                continue
+            # the value and the drop the rule is designed to catch in one unit
+            unit = _drop_unit(figure_name, drop)
+            scale = 100 if drop.relative else 1
+            space = "" if unit in ("%", "x") else " "
+            designed = f"{scale * drop.designed:g}{space}{unit}".rstrip()
+            entries.append({
+                "name": f"{benchmark_name(e)} {detectable_measure(figure_name)}", "unit": unit,
+                "value": scale * drop.drop, "extra": f"designed to catch {designed}",
+            })  # fmt: skip
         figures = e.result.phases
         if figures is None:
             continue
@@ -230,15 +249,45 @@ def github_action_benchmark_smaller(report: Report) -> list[dict[str, Any]]:
     return entries
 
 
+#: What a spreadsheet may run as a formula when a cell starts with it (OWASP, CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` is a number and nothing else (``-0.05``; not ``\t1``)."""
+    if text != text.strip():
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def csv_cell(value: str | float) -> str | float:
+    """One CSV cell: a number as it is; text with every lone surrogate written as its escape
+    (``\\ud800``: UTF-8 cannot hold one) and, where it starts with what a spreadsheet would
+    run as a formula (``=``, ``+``, ``-``, ``@``, a tab or a carriage return) and is not a
+    number, a leading single quote (``'=HYPERLINK(...)``), as spreadsheet exporters write it."""
+    if not isinstance(value, str):
+        return value
+    text: str = without_surrogates(value)
+    if text.startswith(_FORMULA_START) and not _is_number(text):
+        return "'" + text
+    return text
+
+
 def csv_text(report: Report) -> str:
     """The :func:`bmf` figures as CSV, one line per benchmark and measure: ``benchmark``,
     ``measure``, ``value`` and the ends of its 95% interval (``lower_value``,
-    ``upper_value``; empty without one), for a spreadsheet or pandas."""
+    ``upper_value``; empty without one), for a spreadsheet or pandas. Text cells are quoted
+    (a carriage return in one stays in its cell) and written by :func:`csv_cell` (one that
+    starts like a formula gets a leading ``'``); numbers are not quoted, so stay numbers."""
     out = io.StringIO()
-    lines = csv.writer(out, lineterminator="\n")
+    lines = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     lines.writerow(("benchmark", "measure", "value", "lower_value", "upper_value"))
     for name, measures in bmf(report).items():
         for measure, v in measures.items():
-            lines.writerow((name, measure, v["value"], v.get("lower_value", ""),
-                            v.get("upper_value", "")))  # fmt: skip
+            row = (name, measure, v["value"], v.get("lower_value", ""), v.get("upper_value", ""))
+            lines.writerow([csv_cell(cell) for cell in row])
     return out.getvalue()
