@@ -6,7 +6,9 @@ github-action-benchmark-smaller``.
 ``compare`` prints the same tables as the plugin, without running anything; ``html`` and
 ``export`` (with ``--output``) print one line saying what they wrote (``--verbose``: the
 "worth it?" checklists, or the names of what the export holds); ``export`` writes the figures
-for a history tracker (stdout, or ``--output``).
+for a history tracker (stdout, or ``--output``). Every output takes ``-`` (or ``/dev/stdout``)
+for standard output, which then holds that document alone: what the command says goes to
+stderr.
 
 Exit status (every command): :data:`EXIT_OK` (0) when nothing regressed, :data:`EXIT_REGRESSED`
 (1) when ``compare`` found a regression, :data:`EXIT_BAD_INPUT` (2) on a usage error or bad
@@ -19,6 +21,7 @@ traceback goes to stderr), so that CI can tell a crash from a regression.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import traceback
@@ -41,6 +44,7 @@ from .baselines.compare import (
     verdicts_for,
     with_detectable,
 )
+from .baselines.outputs import STDOUT, is_stdout
 from .errors import ConfigError
 from .run.outputs import EXPORT_BY_NAME, EXPORTS
 from .run.record import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_REGRESSED
@@ -88,11 +92,11 @@ def _nothing_matched(args: argparse.Namespace, matching: Matching[Entry]) -> str
 
 
 def _check_output(path: str | None, option: str, *inputs: tuple[str, str]) -> None:
-    """Refuse an output ``path`` (given with ``option``; None: stdout) that names one of the
-    ``inputs`` (``(path, what it is)``), before anything is read or written."""
+    """Refuse an output ``path`` (given with ``option``; None or ``-``: stdout) that names
+    one of the ``inputs`` (``(path, what it is)``), before anything is read or written."""
     from .baselines.outputs import check_not_input
 
-    if path is not None:
+    if path is not None and not is_stdout(path):
         check_not_input(path, option, inputs)
 
 
@@ -132,7 +136,9 @@ def _compare(args: argparse.Namespace) -> int:
             _say(blind_line(v.key, v.figure, v.detectable))
     if args.json:
         _write(
-            args.json, json.dumps(comparison_entries(verdicts), indent=2, allow_nan=False) + "\n"
+            args.json,
+            json.dumps(comparison_entries(verdicts), indent=2, allow_nan=False) + "\n",
+            args.stdout,
         )
     regressed = [v for v in verdicts if v.status == "regressed"]
     _say("")
@@ -145,10 +151,15 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_REGRESSED if regressed else EXIT_OK
 
 
-def _write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` whole (a :class:`ConfigError` naming it when it cannot be)."""
+def _write(path: str, text: str, stdout: TextIO) -> None:
+    """Write ``text`` to ``path`` whole (a :class:`ConfigError` naming it when it cannot be),
+    or to ``stdout`` for ``-`` (:func:`~.baselines.outputs.is_stdout`)."""
     from .baselines.files import atomic_write_text
 
+    if is_stdout(path):
+        stdout.write(text)
+        stdout.flush()
+        return
     try:
         atomic_write_text(path, text)
     except OSError as exc:
@@ -162,15 +173,20 @@ def _html(args: argparse.Namespace) -> int:
     _check_output(args.output, "OUTPUT", (args.report, "report file (REPORT)"))
     _, report = _read(args.report, "report file")
     html = next(o for o in OUTPUTS if o.setting == "html")
-    try:
-        html.write(args.output, report)
-    except OSError as exc:
-        raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
+    if is_stdout(args.output):
+        from .reporting.html import render_html
+
+        _write(args.output, render_html(report), args.stdout)
+    else:
+        try:
+            html.write(args.output, report)
+        except OSError as exc:
+            raise ConfigError(f"{args.output}: cannot be written ({exc.strerror or exc})") from None
     if args.verbose:
         for checklist in checklists(report):
             _say("\n".join(checklist.text()))
     results = len(report.results)
-    _say(f"wrote {args.output} (HTML report of {results} result{'s' * (results != 1)})")
+    _say(f"wrote {_shown(args.output)} (HTML report of {results} result{'s' * (results != 1)})")
     return EXIT_OK
 
 
@@ -179,16 +195,28 @@ def _export(args: argparse.Namespace) -> int:
     _, report = _read(args.report, "report file")
     fmt = EXPORT_BY_NAME[args.format]
     text = fmt.document_text(report, f"report file {args.report}")
-    if args.output is None:
-        sys.stdout.write(text)
+    if args.output is None or is_stdout(args.output):
+        _write(STDOUT, text, args.stdout)
         return EXIT_OK
-    _write(args.output, text)
+    _write(args.output, text, args.stdout)
     results = len(report.results)
     _say(f"wrote {args.output} ({args.format}, {results} result{'s' * (results != 1)})")
     if args.verbose:
         for name in _benchmarks(fmt.render(report), report):
             _say(f"  {name}")
     return EXIT_OK
+
+
+def _shown(path: str) -> str:
+    """An output path as a message names it: ``standard output`` for ``-``."""
+    return "standard output" if is_stdout(path) else path
+
+
+def _on_stdout(args: argparse.Namespace) -> bool:
+    """Whether the command writes its document to standard output."""
+    if args.command == "compare":
+        return is_stdout(args.json)
+    return args.output is None or is_stdout(args.output)
 
 
 def _benchmarks(document: Any, report: Report) -> list[str]:
@@ -223,11 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--strict-environment", action="store_true")
     cmp.add_argument("--format", default="simple", help="tabulate format (github: Markdown)")
     cmp.add_argument(
-        "--json", metavar="OUT", help="also write the verdicts as the report's comparisons list"
+        "--json",
+        metavar="OUT",
+        help="also write the verdicts as the report's comparisons list (-: to stdout, the "
+        "tables then to stderr)",
     )
     page = commands.add_parser("html", help="render a saved report as a self-contained HTML page")
     page.add_argument("report", metavar="REPORT", help="report or saved-run file")
-    page.add_argument("output", metavar="OUTPUT", help="HTML file to write")
+    page.add_argument("output", metavar="OUTPUT", help="HTML file to write (-: stdout)")
     page.add_argument(
         "--verbose", "-v", action="store_true", help="also print the 'worth it?' checklists"
     )
@@ -239,17 +270,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--format", required=True, choices=[f.name for f in EXPORTS],
         help="; ".join(f"{f.name}: {f.help}" for f in EXPORTS).replace("%", "%%"),
     )  # fmt: skip
-    export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
+    export.add_argument("--output", metavar="FILE", help="file to write (default or -: stdout)")
     export.add_argument(
         "--verbose", "-v", action="store_true", help="with --output: also list what it holds"
     )
     args = parser.parse_args(argv)
+    # a document written to stdout has it to itself: what the command says goes to stderr
+    args.stdout = sys.stdout
+    says = contextlib.redirect_stdout(sys.stderr) if _on_stdout(args) else contextlib.nullcontext()
     try:
-        if args.command == "html":
-            return _html(args)
-        if args.command == "export":
-            return _export(args)
-        return _compare(args)
+        with says:
+            if args.command == "html":
+                return _html(args)
+            if args.command == "export":
+                return _export(args)
+            return _compare(args)
     except ConfigError as exc:
         _say(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

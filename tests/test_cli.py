@@ -298,9 +298,7 @@ def test_a_report_without_a_start_time_says_so() -> None:
 
 
 @pytest.mark.parametrize("stdout", ["-", "/dev/stdout"])
-def test_an_output_on_stdout_is_written_there_and_nothing_else(
-    tmp_path: Path, stdout: str
-) -> None:
+def test_an_output_on_stdout_is_written_there_and_nothing_else(tmp_path: Path, stdout: str) -> None:
     """Each output option takes ``-`` (or /dev/stdout) for standard output, which then holds
     the document alone: what the command says goes to stderr; no file named ``-``."""
     save(tmp_path / "b.json", entry())

@@ -134,6 +134,50 @@ def test_huge_integer_is_a_config_error(tmp_path: Path) -> None:
         report.load(path)
 
 
+def _nested(levels: int) -> str:
+    """A schema-valid report whose environment holds objects ``levels`` deep in all."""
+    inner = "{}"
+    for _ in range(levels - 2):  # the report itself and the innermost object are two
+        inner = '{"a": ' + inner + "}"
+    return '{"format_version": 1, "results": [], "environment": ' + inner + "}"
+
+
+@pytest.mark.parametrize("levels", [report.MAX_DEPTH + 1, 900, 5000])
+def test_a_file_nested_too_deeply_is_refused_naming_the_limit(tmp_path: Path, levels: int) -> None:
+    """Issue 43 item 12: the loader refuses nesting no report has (which drew, copied or
+    walked, would end in a RecursionError), naming the file and the limit."""
+    path = tmp_path / "deep.json"
+    path.write_text(_nested(levels))
+    with pytest.raises(ConfigError) as info:
+        report.load(path, "report file")
+    assert str(info.value) == (
+        f"report file {path}: nested more than {report.MAX_DEPTH} levels deep; a report "
+        "pytest-specdecode writes is about 10 deep: is it one of its report files?"
+    )
+    path.write_text(_nested(report.MAX_DEPTH))
+    assert report.load(path)["format_version"] == 1
+
+
+@pytest.mark.parametrize("command", [["html", "{deep}", "page.html"],
+                                     ["export", "{deep}", "--format", "bmf"],
+                                     ["compare", "{deep}", "{deep}"]])  # fmt: skip
+def test_cli_on_a_file_nested_too_deeply_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text(_nested(900).replace('"results": []', '"results": [' + _entry_json() + "]"))
+    args = [a.format(deep=deep).replace("page.html", str(tmp_path / "page.html")) for a in command]
+    assert cli_main(args) == 2
+    assert f"{deep}: nested more than {report.MAX_DEPTH} levels deep" in capsys.readouterr().err
+    assert not (tmp_path / "page.html").exists()
+
+
+def _entry_json() -> str:
+    import json
+
+    return json.dumps(entry())
+
+
 # --- writing: permissions -----------------------------------------------------------------------
 
 

@@ -60,10 +60,26 @@ def _create_temp(target: Path) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary file name beside {target}")
 
 
+def _is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (its links followed) is there and neither a plain file nor a folder:
+    a pipe, a socket or a device."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
     file or the new one, never half of one. An existing file keeps its permission bits; a new
-    one gets ``0o666`` less the umask. A symbolic link is written through (:func:`resolved`)."""
+    one gets ``0o666`` less the umask. A symbolic link is written through (:func:`resolved`).
+    What is not a plain file (a pipe, a device: ``/dev/stderr``, ``/dev/null``) is written
+    into as it is: a rename would put a plain file in its place."""
+    if _is_special(path):
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return
     target = resolved(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -158,9 +174,41 @@ def _path_text(path: Sequence[Any]) -> str:
     return "/".join(str(p) for p in path) or "top level"
 
 
+#: The deepest nesting of objects and lists a report file may have (the report itself is one
+#: level): a report pytest-specdecode writes is about 10 deep. Deeper data is refused where it
+#: is read, so that nothing drawing, copying or checking it runs out of recursion.
+MAX_DEPTH = 64
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests objects and lists more than ``limit`` levels deep;
+    a loop, not a recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterator[Any] = iter(item.values())
+        elif isinstance(item, list):
+            children = iter(item)
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _too_deep(what: str, target: Path) -> str:
+    return (
+        f"{what} {target}: nested more than {MAX_DEPTH} levels deep; a report pytest-specdecode "
+        "writes is about 10 deep: is it one of its report files?"
+    )
+
+
 def load(path: str | os.PathLike[str], what: str = "results file") -> dict[str, Any]:
     """Read and validate a report/baseline file; any problem is a :class:`ConfigError` naming
-    the file and what is wrong (never silently replaced)."""
+    the file and what is wrong (never silently replaced), nesting deeper than
+    :data:`MAX_DEPTH` too."""
     import jsonschema
 
     target = Path(path)
@@ -183,12 +231,13 @@ def load(path: str | os.PathLike[str], what: str = "results file") -> dict[str, 
             f"{what} {target}: not valid JSON at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg}{hint}"
         ) from None
-    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits, deep nesting
+    except RecursionError:  # nested deeper than the parser goes
+        raise ConfigError(_too_deep(what, target)) from None
+    except ValueError as exc:  # e.g. an integer of 5000 digits
         raise ConfigError(f"{what} {target}: cannot be parsed as JSON: {exc}") from None
-    try:
-        non_finite = _non_finite_at(data)
-    except RecursionError:
-        raise ConfigError(f"{what} {target}: nested too deeply to be a results file") from None
+    if _deeper_than(data, MAX_DEPTH):  # before anything walks it (and every later reader)
+        raise ConfigError(_too_deep(what, target))
+    non_finite = _non_finite_at(data)
     if non_finite is not None:
         at, literal = non_finite
         raise ConfigError(

@@ -8,6 +8,16 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
+#: How a command-line output option names standard output; the paths that name it too.
+STDOUT = "-"
+STDOUT_PATHS = (STDOUT, "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def is_stdout(path: str | None) -> bool:
+    """Whether an output path of the command line names standard output (``-``, or
+    ``/dev/stdout``, which is then written as stdout rather than opened as a file)."""
+    return path in STDOUT_PATHS
+
 
 def check_writable(path: str, source: str) -> None:
     """Fail now (not after the run) when ``path`` cannot become a file: it is a folder, a
