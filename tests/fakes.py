@@ -208,7 +208,8 @@ class FakeEngine(SimulatedEngine):
             if source.per_request:
                 requests = tuple(self._with_acceptance(request, i, k) for i in range(len(prompts)))
         profile = step_profile(source, self.config, len(prompts), sampling, concurrency, elapsed)
-        return Round(elapsed, requests, profile=profile)
+        note = "" if profile is not None else source.profile_note
+        return Round(elapsed, requests, profile=profile, profile_note=note)
 
     def _with_acceptance(self, request: RequestFigures, i: int, k: int) -> RequestFigures:
         """``request`` with 10 verify steps of ``k`` draft tokens each, accepting
@@ -300,6 +301,8 @@ class FakeSource(SimulatedSource):
         self.rounds = 0  # speculative rounds generated, over all runs
         self.draft_cost = 0.1  # a draft model's time per draft token / a target decode step
         self.profiles = True  # rounds carry a step profile (off: like a served engine)
+        #: with profiles off, why (as a local engine whose runner lacks a point says)
+        self.profile_note = ""
         self.closed = 0
         self.plans: list[list[frozenset[str]]] = []  # every plan() the plugin gave
         self.events: list[tuple[str, str]] = []  # FakeWorker starts and stops, in order

@@ -45,6 +45,7 @@ def phases(
     acceptance_ci: list[float | None] | None = None,
     clock: str = "wall",
     explanation: str = "draft proposal is 37% of each speculative step",
+    runner: str = "V1",
 ) -> dict[str, Any]:
     """A result's ``phases`` dict; by default the contract's example (7.9 ms against 3.8 ms,
     break-even 2.1 [1.9-2.3], measured 3.4 [3.2-3.6]). Without ``spec`` the speculative
@@ -67,6 +68,7 @@ def phases(
         "draft_share": 0.37,
         "verify_cost": 1.21,
         "explanation": explanation,
+        "runner": runner,
     }
 
 

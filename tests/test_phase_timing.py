@@ -223,7 +223,7 @@ def test_the_extension_starts_and_collects_rounds_on_its_worker() -> None:
     runner = Runner(Clock())
     worker = Worker(runner)
     assert worker.specdecode_phases_collect() is None  # never started
-    assert worker.specdecode_phases_start() == {"ok": True, "clock": "wall"}
+    assert worker.specdecode_phases_start() == {"ok": True, "clock": "wall", "runner": "V1"}
     step(runner, output(["a"], []))
     profile = worker.specdecode_phases_collect()
     assert profile is not None and profile["prefill"]["steps"] == 1
@@ -233,18 +233,20 @@ def test_the_extension_starts_and_collects_rounds_on_its_worker() -> None:
 def test_a_model_runner_without_a_wrapped_method_is_not_timed_and_says_why(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    class V2Runner:  # vLLM's model runner V2 has no _model_forward, _sample, ...
+    class Renamed:  # a future runner: neither V1's points nor V2's
         def execute_model(self, scheduler_output: Any) -> None:
             return None
 
         def sample_tokens(self, grammar_output: Any) -> str:
             return "output"
 
-    worker = Worker(V2Runner())
+    worker = Worker(Renamed())
     reply = worker.specdecode_phases_start()
     assert reply["ok"] is False
-    assert "V2Runner has no _model_forward, _sample, propose_draft_token_ids" in reply["note"]
-    assert "phases are not timed with this vLLM" in capsys.readouterr().out
+    assert reply["note"].startswith("phase profile unavailable: vLLM ")
+    assert "model runner V1 (" in reply["note"]  # the nearest: fewest points missing
+    assert "Renamed) has no _model_forward, _sample, propose_draft_token_ids" in reply["note"]
+    assert "specdecode phases: phase profile unavailable: vLLM " in capsys.readouterr().out
     assert worker.specdecode_phases_start()["ok"] is False  # asked once, answered alike
     assert worker.specdecode_phases_collect() is None
     assert worker.model_runner.sample_tokens(None) == "output"  # untouched
@@ -377,12 +379,19 @@ def test_a_worker_vllm_cannot_time_gives_rounds_without_a_profile(
 ) -> None:
     from pytest_specdecode.engines import worker
 
-    llm = PhaseLLM({"ok": False, "note": "the model runner X has no _sample"})
+    note = "phase profile unavailable: vLLM 0.34.0 model runner V2 (x.Runner) has no sample"
+    llm = PhaseLLM({"ok": False, "note": note})
     engine = worker._Engine(llm, phases=True)
-    assert engine.generate(["a"], {}, None)["profile"] is None
-    assert "phases are not timed: the model runner X has no _sample" in capsys.readouterr().out
-    assert engine.generate(["a"], {}, None)["profile"] is None
+    first = engine.generate(["a"], {}, None)
+    assert first["profile"] is None and first["profile_note"] == note  # the result carries it
+    assert f"specdecode worker: {note}" in capsys.readouterr().out
+    assert engine.generate(["a"], {}, None)["profile_note"] == note
     assert llm.calls == ["specdecode_phases_start", "generate", "generate"]  # asked once
+    assert Round.of(first).profile_note == note
+    off = worker._Engine(PhaseLLM({"ok": True}), phases=False)
+    assert off.generate(["a"], {}, None)["profile_note"] == (
+        "phase timing switched off (SPECDECODE_PHASES=0)"
+    )
 
 
 @pytest.mark.usefixtures("no_vllm_sampling")
@@ -393,3 +402,157 @@ def test_a_failed_round_stops_the_recording() -> None:
     with pytest.raises(ValueError, match="bad prompt"):
         worker._Engine(llm, phases=True).generate(["a"], {}, None)
     assert llm.calls == ["specdecode_phases_start", "generate", "specdecode_phases_collect"]
+
+
+# -- model runner V2 ------------------------------------------------------------------------
+def v2_output(new: list[str], cached: list[tuple[str, int]]) -> SimpleNamespace:
+    """A scheduler output as V2 reads it: cached requests with their output tokens so far (V2
+    keeps no ``requests`` by id; a request with none is still in its prompt)."""
+    out = output(new, [(r, 0) for r, _ in cached])
+    out.scheduled_cached_reqs.num_output_tokens = [n for _, n in cached]
+    return out
+
+
+class StepTiming:
+    """V2's ``StepTimingCollector`` as ``execute_model`` calls it (vLLM 0.32)."""
+
+    def record_batch(self, input_batch: Any, full_cudagraph: bool) -> None:
+        pass
+
+    def forward_start(self) -> None:
+        pass
+
+
+class Speculator:
+    def __init__(self, clock: Clock, cost: float) -> None:
+        self.clock, self.cost = clock, cost
+
+    def propose(self, *args: Any, **kwargs: Any) -> str:
+        self.clock.now += self.cost
+        return "drafts"
+
+
+class V2Runner:
+    """vLLM 0.32's model runner V2 (``vllm/v1/worker/gpu/model_runner.py``) as the timer sees
+    it, with its call structure and stand-in computations: ``execute_model`` prepares the
+    inputs, calls ``step_timing.forward_start()`` and runs the model inline (no
+    ``_model_forward``); ``sample_tokens`` calls the public ``sample`` (logits, sampling,
+    rejection) and then ``speculator.propose`` (no ``propose_draft_token_ids``); without a
+    proposer ``speculator`` is None."""
+
+    def __init__(self, clock: Clock, draft: float = 0.0) -> None:
+        self.clock = clock
+        self.step_timing = StepTiming()
+        self.speculator = Speculator(clock, draft) if draft else None
+        self.execute_model_state: Any = None
+
+    def execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> Any:
+        if not scheduler_output.total_num_scheduled_tokens:
+            return "empty"
+        self.clock.now += 0.002  # update states, inputs, attention metadata
+        self.step_timing.record_batch(None, False)
+        self.step_timing.forward_start()
+        self.clock.now += 0.010  # model_output = self.model(**model_inputs)
+        self.execute_model_state = "state"
+        return None
+
+    def sample_tokens(self, grammar_output: Any) -> Any:
+        if self.execute_model_state is None:
+            return None
+        self.execute_model_state = None
+        self.clock.now += 0.0005  # unpack the state
+        self.sample("hidden", "batch", grammar_output)
+        if self.speculator is not None:
+            self.speculator.propose("batch", "hidden")
+        self.clock.now += 0.0003  # postprocess
+        return "output"
+
+    def sample(self, hidden_states: Any, input_batch: Any, grammar_output: Any) -> Any:
+        self.clock.now += 0.002  # compute_logits, bitmask, sampler or rejection sampler
+        return "sampler output", 1, 0
+
+
+def test_model_runner_v2_is_timed_through_its_own_points() -> None:
+    clock = Clock()
+    runner = V2Runner(clock, draft=0.004)
+    timer = StepTimer.install(runner, clock)
+    assert timer.runner == "V2"
+    timer.begin()
+    for out in (v2_output(["a", "b"], []), v2_output([], [("a", 1), ("b", 1)]),
+                v2_output([], [("a", 2), ("b", 2)])):  # fmt: skip
+        assert runner.execute_model(out) is None
+        assert runner.sample_tokens(None) == "output"
+        clock.now += 0.0007
+    profile = timer.collect()
+    assert profile is not None and profile["runner"] == "V2"
+    got = Round.of({"elapsed": 1.0, "requests": [], "profile": profile}).profile
+    assert got is not None and got.runner == "V2"
+    pre, dec = got.prefill, got.decode
+    assert (pre.steps, dec.steps) == (1, 2)
+    assert pre.prepare == pytest.approx(0.002)
+    assert pre.forward == pytest.approx(0.010)  # V2 computes the logits in sample()
+    assert pre.sample == pytest.approx(0.0025)  # from sample_tokens' start to sample's return
+    assert pre.draft == pytest.approx(0.004)
+    assert pre.total == pytest.approx(0.002 + 0.010 + 0.0025 + 0.004 + 0.0003 + 0.0007)
+    assert dec.draft == pytest.approx(0.008) and dec.forward == pytest.approx(0.020)
+    # the baseline: no proposer (speculator None), timed all the same, nothing drafted
+    base_clock = Clock()
+    base = V2Runner(base_clock)
+    base_timer = StepTimer.install(base, base_clock)
+    base_timer.begin()
+    assert base.execute_model(v2_output(["a"], [])) is None and base.sample_tokens(None)
+    assert base.execute_model(v2_output([], [("a", 1)])) is None and base.sample_tokens(None)
+    profile = base_timer.collect()
+    assert profile is not None and profile["runner"] == "V2"
+    assert profile["decode"]["steps"] == 1 and profile["decode"]["draft"] == 0.0
+
+
+def test_a_v2_runner_missing_a_point_is_named_with_the_runner_and_the_point() -> None:
+    class Renamed(V2Runner):  # a later vLLM renames sample(): nothing is wrapped
+        sample = None  # type: ignore[assignment]
+
+    runner = Renamed(Clock(), draft=0.001)
+    worker = Worker(runner)
+    reply = worker.specdecode_phases_start()
+    assert reply["ok"] is False
+    assert reply["note"].startswith("phase profile unavailable: vLLM ")
+    assert "model runner V2 (tests.test_phase_timing." in reply["note"]
+    assert reply["note"].endswith("Renamed) has no sample")
+    assert runner.sample_tokens(None) is None  # untouched: nothing was wrapped
+    # a proposer without propose() is a missing point too (not "no proposer")
+    runner = V2Runner(Clock(), draft=0.001)
+    runner.speculator = SimpleNamespace()  # type: ignore[assignment]
+    with pytest.raises(LookupError, match=r"model runner V2 \(.*V2Runner\) has no speculator\."):
+        StepTimer.install(runner)
+
+
+def test_the_installed_vllms_runners_have_every_point_the_timer_needs() -> None:
+    """Read from the installed vLLM's source (no import): V1's runner and V2's, each point the
+    timer wraps; fails the day an upgrade renames one (then RUNNERS needs the new point)."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed")
+    for points in phases.RUNNERS:
+        spec = importlib.util.find_spec(points.module)
+        assert spec is not None and spec.origin, f"{points.module} is gone from vLLM"
+        source = Path(spec.origin).read_text(encoding="utf-8")
+        found = phases.points_in_source(source, points)
+        assert all(found.values()), f"model runner {points.name}: {found}"
+    # V2's forward point is its step-timing collector's method: the collector has it too
+    collector = importlib.util.find_spec("vllm.v1.worker.gpu.async_utils")
+    assert collector is not None and collector.origin
+    text = Path(collector.origin).read_text(encoding="utf-8")
+    assert "class StepTimingCollector" in text and "def forward_start(self)" in text
+
+
+def test_points_in_source_tells_a_missing_point() -> None:
+    v2 = next(p for p in phases.RUNNERS if p.name == "V2")
+    source = (
+        "class GPUModelRunner:\n"
+        "    def execute_model(self, s):\n        self.step_timing.forward_start()\n"
+        "    def sample_tokens(self, g):\n        self.speculator.propose()\n"
+    )
+    assert phases.points_in_source(source, v2) == {
+        "execute_model": True, "step_timing.forward_start": True, "sample_tokens": True,
+        "sample": False, "speculator.propose": True,
+    }  # fmt: skip
+    assert not any(phases.points_in_source("class Other: pass", v2).values())

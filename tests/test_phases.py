@@ -313,6 +313,46 @@ def test_served_like_rounds_give_no_phases_and_no_cost_ratio() -> None:
     assert result.verdict == "worth it"
 
 
+def test_an_engine_whose_runner_lacks_a_point_says_so_everywhere_and_keeps_the_rest() -> None:
+    """A future vLLM whose model runner lost a timing point: the result keeps every other
+    figure and names what is missing, and why, in the terminal line, the JSON, the HTML
+    page and the checklist."""
+    import html
+
+    from pytest_specdecode.measure.result import entry as report_entry
+    from pytest_specdecode.reporting.checklist import checklists
+    from pytest_specdecode.reporting.html import render_html
+    from pytest_specdecode.reporting.phases import phase_line
+
+    note = (
+        "phase profile unavailable: vLLM 0.34.0 model runner V2 "
+        "(vllm.v1.worker.gpu.model_runner.GPUModelRunner) has no sample"
+    )
+    source = FakeSource()
+    source.profiles, source.profile_note = False, note
+    result = Bench("org/target", DRAFT, source=source, progress=None, trials=3).run(
+        ["p"], max_tokens=4
+    )
+    assert result.phases is None and result.phases_unavailable == note
+    assert result.cost_ratio is None and result.efficiency is None
+    assert result.verdict == "worth it" and result.speedup == pytest.approx(2.0, rel=0.1)
+    said = f"{note}; so no cost ratio, break-even length or theory efficiency"
+    assert phase_line(result) == f"phases: {said}"
+    data = json.loads(json.dumps(report_entry(result, None)))
+    assert data["phases"] is None and data["phases_unavailable"] == note
+    assert Result.from_dict(data).phases_unavailable == note
+    report = typed({"results": [data]})
+    page = render_html(report)
+    assert html.escape(said) in page
+    (found,) = checklists(report)
+    (draft,) = [x for x in found.lines if x.question == "choice of draft"]
+    assert draft.answer == "unknown" and draft.figure == said
+    # where there is nothing to say (timed, served, a report from before) the key is absent
+    assert (
+        "phases_unavailable" not in Result.from_dict({**data, "phases_unavailable": ""}).to_dict()
+    )
+
+
 @pytest.mark.parametrize("method", ["ngram", "ngram_gpu", "suffix"])
 def test_proposers_without_a_model_cost_nothing(method: str) -> None:
     spec = {"method": method, "num_speculative_tokens": 4}

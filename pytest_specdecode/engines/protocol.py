@@ -180,12 +180,14 @@ class StepProfile:
     prefill: PhaseTimes
     decode: PhaseTimes
     clock: str = "wall"
+    runner: str = ""  # vLLM's model runner timed: "V1", "V2" ("" from a stand-in)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),
             "clock": self.clock,
+            "runner": self.runner,
         }
 
     @classmethod
@@ -194,6 +196,7 @@ class StepProfile:
             PhaseTimes.of(data["prefill"]),
             PhaseTimes.of(data["decode"]),
             str(data.get("clock") or "wall"),
+            str(data.get("runner") or ""),
         )
 
 
@@ -207,6 +210,9 @@ class Round:
     #: the round's engine steps by phase, timed inside the engine; None where the engine
     #: cannot be looked into (a served endpoint we did not start)
     profile: StepProfile | None = None
+    #: why a local engine's round has no profile (its runner lacks a timing point, named with
+    #: the vLLM version and runner; or phase timing was switched off); "" otherwise
+    profile_note: str = ""
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Round:
@@ -216,6 +222,7 @@ class Round:
             tuple(RequestFigures.of(q) for q in data["requests"]),
             int(data.get("other_requests") or 0),
             None if profile is None else StepProfile.of(profile),
+            str(data.get("profile_note") or ""),
         )
 
     @property

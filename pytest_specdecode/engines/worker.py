@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from .footprint import proposer_footprint
-from .phases import with_phase_timing
+from .phases import PHASES_ENV, with_phase_timing
 
 #: Longest wait for vLLM to shut down before the worker kills its process group.
 SHUTDOWN_SECONDS = 10.0
@@ -156,6 +156,8 @@ class _Engine:
         self.mode = run_mode(llm)
         #: whether vLLM's workers time each round's steps by phase (:mod:`.phases`)
         self.phases = phases
+        #: why its rounds have no phase profile (the workers' reply), once known
+        self.phases_note = "" if phases else f"phase timing switched off ({PHASES_ENV}=0)"
         #: the load loop's clock and sleep (a test gives simulated ones)
         self.clock: Callable[[], float] = time.perf_counter
         self.sleep: Callable[[float], None] = time.sleep
@@ -192,6 +194,7 @@ class _Engine:
             "elapsed": elapsed,
             "requests": [_request_figures(o) for o in outputs],
             "profile": self._phases_collect() if timed else None,
+            "profile_note": "" if timed else self.phases_note,
         }
 
     def _phases_start(self) -> bool:
@@ -206,7 +209,8 @@ class _Engine:
                 raise
             reply = {"ok": False, "note": f"{type(exc).__name__}: {exc}"}
         if not reply.get("ok"):
-            print(f"specdecode worker: phases are not timed: {reply.get('note')}", flush=True)
+            self.phases_note = str(reply.get("note") or "phase profile unavailable")
+            print(f"specdecode worker: {self.phases_note}", flush=True)
             self.phases = False
         return self.phases
 

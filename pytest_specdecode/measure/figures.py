@@ -193,6 +193,7 @@ def build_result(
             raw.baseline, raw.speculative, counters, raw.round_counters,
             concurrency or num_prompts,
         ),
+        phases_unavailable=unavailable(raw.baseline, raw.speculative),
     )  # fmt: skip
     why_lossy = lossy(speculative.speculative_config)
     if why_lossy is not None:
@@ -202,6 +203,19 @@ def build_result(
     if per_prompt is not None and least:
         result = with_notes(result, **{"least gain": least_gain_note(per_prompt, least)})
     return result
+
+
+def unavailable(baseline: Sequence[Round], speculative: Sequence[Round]) -> str:
+    """Why the rounds have no phase profile, from the engines' own words (each side's first
+    note, both where they differ); "" where every round has one or none says why."""
+    notes = []
+    for side, rounds in (("baseline", baseline), ("speculative", speculative)):
+        note = next((r.profile_note for r in rounds if r.profile is None and r.profile_note), "")
+        if note:
+            notes.append((side, note))
+    if len({note for _, note in notes}) > 1:
+        return "; ".join(f"{side}: {note}" for side, note in notes)
+    return notes[0][1] if notes else ""
 
 
 def with_theory(result: Result, cost_ratio: float | None) -> Result:

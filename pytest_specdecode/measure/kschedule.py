@@ -281,8 +281,9 @@ class ScheduleRow:
             "fixed_speedup_ci": _list(self.fixed_speedup_ci),
             "holds": self.holds,
             "note": self.note,
-            "ratio_ci": _list(self.ratio_ci),
-            "same_engine": self.same_engine,
+            # absent where nothing was compared (and in reports from before they existed)
+            **({"ratio_ci": _list(self.ratio_ci)} if self.ratio_ci is not None else {}),
+            **({"same_engine": True} if self.same_engine else {}),
         }
 
     @classmethod

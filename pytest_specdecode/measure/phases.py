@@ -110,6 +110,9 @@ class PhaseSummary:
     draft_share: float | None
     verify_cost: float | None
     explanation: str
+    #: the vLLM model runner timed ("V1", "V2"; "mixed" where the rounds differ; "" before
+    #: reports named it)
+    runner: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         def pair(values: tuple[float, float] | None) -> list[float] | None:
@@ -126,6 +129,7 @@ class PhaseSummary:
             "draft_share": self.draft_share,
             "verify_cost": self.verify_cost,
             "explanation": self.explanation,
+            **({"runner": self.runner} if self.runner else {}),
         }
 
     @classmethod
@@ -152,6 +156,7 @@ class PhaseSummary:
             draft_share=opt("draft_share"),
             verify_cost=opt("verify_cost"),
             explanation=str(data.get("explanation") or ""),
+            runner=str(data.get("runner") or ""),
         )
 
     @property
@@ -397,6 +402,7 @@ def summarize(
     if not rounds or any(r.profile is None for r in rounds):
         return None
     clocks = {r.profile.clock for r in rounds if r.profile is not None}
+    runners = {r.profile.runner for r in rounds if r.profile is not None}
     sides = {}
     for side, these in (("baseline", baseline), ("speculative", speculative)):
         profiles = [r.profile for r in these if r.profile is not None]
@@ -410,6 +416,7 @@ def summarize(
     length_ci = acceptance_interval(length, round_counters)
     return PhaseSummary(
         clock=clocks.pop() if len(clocks) == 1 else "mixed",
+        runner=runners.pop() if len(runners) == 1 else "mixed",
         baseline=sides["baseline"],
         speculative=sides["speculative"],
         break_even_length=be,

@@ -109,6 +109,10 @@ class Result:
     #: both engines' step time by phase, the break-even acceptance length and why speculation
     #: pays or not; None when any measured round has no step profile (a served engine)
     phases: PhaseSummary | None = None
+    #: why ``phases`` is None on local engines, in the engines' words (e.g. "phase profile
+    #: unavailable: vLLM 0.34 model runner V2 (...) has no sample"); "" where it is not None
+    #: or the engine is served. The cost ratio, the break-even and the efficiency go with it.
+    phases_unavailable: str = ""
     #: a saved baseline's: the smallest drop of each compared figure its rule catches with
     #: 95% probability (:mod:`~.detectable`), and the most rounds a run compared with it takes
     detectable: dict[str, Detectable] = field(default_factory=dict)
@@ -126,6 +130,8 @@ class Result:
             del data["detectable"]
         if self.compared_rounds is None:
             del data["compared_rounds"]
+        if not self.phases_unavailable:
+            del data["phases_unavailable"]
         if not with_outputs:
             for side in ("baseline", "speculative"):
                 data[side].pop("token_ids")

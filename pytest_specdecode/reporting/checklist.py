@@ -44,9 +44,9 @@ from ..measure.sweep import Sweep
 from ..names import display_name
 from .phases import (
     NOT_RECORDED,
-    SERVED,
     explanation,
     names_yield,
+    no_phases,
     pair,
     pays,
     phases,
@@ -598,7 +598,9 @@ def _draft(rows: Sequence[Row], served: bool) -> _Answer:
     intervals apart), no where every run's falls below it (with the term that dominates)."""
     measured = [r for r in rows if phases(r) is not None]
     if not measured:
-        figure = SERVED if served else f"{NOT_RECORDED} (a report from before phase timing)"
+        figure = no_phases(rows, served)
+        if figure == NOT_RECORDED:
+            figure += " (a report from before phase timing)"
         return _Answer(Line(DRAFT_CHOICE, UNKNOWN, figure))
     ordered = sorted(measured, key=_speedup, reverse=True)
     shown = "; ".join(_costs(r) for r in ordered[:3])

@@ -42,6 +42,7 @@ from .phases import (
     break_even_points,
     explanation,
     ms,
+    no_phases,
     phase_line,
     tokens_per_step,
 )
@@ -452,7 +453,8 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
         return []
     parts = ["<h2>Where a decode step's time goes</h2>"]
     if not any(r.result.phases is not None for r in results):
-        why = SERVED if served else f"{NOT_RECORDED} in this report"
+        why = no_phases(results, served)
+        why += " in this report" if why == NOT_RECORDED else ""
         return [*parts, f"<p id='phases'>{html.escape(why)}.</p>"]
     parts += [
         "<p class='env'>Mean milliseconds per decode step, timed inside each engine; on the "
@@ -463,7 +465,7 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
     for i, r in enumerate(results):
         chart = phase_chart(r)
         if not chart:
-            why = SERVED if served else NOT_RECORDED
+            why = no_phases([r], served)
             chart = (f"<div class='phase-title'>{html.escape(label(r))}</div>"
                      f"<p class='phase-text'>{html.escape(why)}</p>")  # fmt: skip
         parts.append(f"<div class='phase-chart' id='phases-{i}'>{chart}</div>")

@@ -6,6 +6,7 @@ served engine, a report from before phase timing) is said to have none, never gu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..baselines.report import ReportEntry
@@ -20,6 +21,8 @@ from ..measure.sweep import Sweep
 #: What a result without phase figures shows where the phase line would be.
 SERVED = "no phase figures: served engine"
 NOT_RECORDED = "no phase figures recorded"
+#: What goes with the phase profile where the engine could not be timed.
+WITHOUT_PHASES = "so no cost ratio, break-even length or theory efficiency"
 
 #: How each of :data:`PHASES` reads on the speculative side (the forward pass there is the
 #: verification pass over k + 1 positions), in the phase line's order: largest terms first.
@@ -46,6 +49,18 @@ def _result(row: ReportEntry | Result) -> Result:
 def phases(row: ReportEntry | Result) -> PhaseSummary | None:
     """A result's (or sweep point's) phase figures, None when it has none."""
     return _result(row).phases
+
+
+def no_phases(rows: Sequence[ReportEntry | Result], served: bool) -> str:
+    """Why results have no phase figures: a served engine's; the engines' own words where
+    their runner could not be timed (the vLLM version, the runner, the missing point; and
+    the figures that go with it); else not recorded."""
+    if served:
+        return SERVED
+    said = list(dict.fromkeys(n for r in rows if (n := _result(r).phases_unavailable)))
+    if said:
+        return f"{'; '.join(said)}; {WITHOUT_PHASES}"
+    return NOT_RECORDED
 
 
 def step(figures: PhaseSummary, side: str, kind: str = "decode") -> StepFigures:
@@ -149,7 +164,7 @@ def phase_line(row: ReportEntry | Result, *, served: bool = False) -> str:
     measured 3.4 [3.2-3.6]`` (decode steps; the clock named when not wall time)."""
     figures = phases(row)
     if figures is None:
-        return f"phases: {SERVED if served else NOT_RECORDED}"
+        return f"phases: {no_phases([row], served)}"
     spec, base = step(figures, "speculative"), step(figures, "baseline")
     total = phase_ms(spec, "step")
     if total is None:
