@@ -8,6 +8,7 @@ and the token counts use the committed tiny tokenizer.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -161,6 +162,15 @@ def test_sweep(specdecode):
 def test_label_must_be_a_string(refuse_engines: None) -> None:
     with pytest.raises(ConfigError, match=r"run\(label=...\): expected a string, got 2"):
         specdecode_for(spec_for()).run(["p"], max_tokens=4, label=2)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("temperature", [math.inf, -math.inf, math.nan, -0.5, "0.7", True])
+def test_a_temperature_must_be_a_finite_number_at_least_0(
+    refuse_engines: None, temperature: Any
+) -> None:
+    # inf and nan were taken and stored as null in the report (issue 43, item 19)
+    with pytest.raises(ConfigError, match=r"run\(temperature=...\): expected a finite number >= 0"):
+        specdecode_for(spec_for()).run(["p"], max_tokens=4, temperature=temperature)
 
 
 # -- defect 6 (collection part): model folders ---------------------------------------------

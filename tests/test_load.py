@@ -113,17 +113,36 @@ def test_a_one_token_request_meets_a_tpot_bound_as_vllm_bench_counts_it() -> Non
         ({"rates": [1, 1]}, "listed twice"),
         ({"requests": None}, "exactly one of them"),
         ({"duration": 5.0}, "exactly one of them"),
-        ({"requests": 1}, "at least 2"),
+        ({"requests": 1}, "from 2 to"),
         ({"requests": None, "duration": 5.0, "rates": [math.inf]}, "give requests= instead"),
         ({"burstiness": 0}, "burstiness"),
         ({"slo": {"ttft": 5}}, "unknown key 'ttft'"),
         ({"slo": {"ttft_ms": -1}}, "milliseconds above 0"),
-        ({"rounds": 1}, "rounds=...\\): expected an integer of at least 2"),
+        ({"rounds": 1}, "rounds=...\\): expected an integer from 2 to 100"),
+        # types and bounds checked up front (issue 43, items 8 and 14)
+        ({"requests": 4.0}, "requests=...\\): expected an integer from 2 to 100000 .*got 4.0"),
+        ({"requests": 10**6}, "requests=...\\): expected an integer from 2 to 100000"),
+        ({"rates": [1e308]}, "at most 1e\\+06 .*got 1e\\+308"),
+        ({"rates": [1e7], "burstiness": 10}, "at most 1e\\+06"),
+        ({"rates": [float("nan")]}, "above 0"),
+        ({"rates": [0.001]}, "4 requests at 0.001 req/s span 4000 s: more than 3600 s"),
+        ({"requests": None, "duration": 4000.0}, "duration=...\\): expected seconds above 0 and "
+                                                 "at most 3600"),
+        ({"requests": None, "duration": 3000.0, "rates": [100.0]}, "more than 100000 requests"),
+        ({"burstiness": 1000}, "burstiness=...\\): expected a number from 0.01 to 100"),
+        ({"burstiness": 1e-9}, "from 0.01 to 100"),
+        ({"burstiness": math.inf}, "from 0.01 to 100"),
+        ({"rounds": 3.0}, "rounds=...\\): expected an integer from 2 to 100 .*got 3.0"),
+        ({"rounds": 10**9}, "rounds=...\\): expected an integer from 2 to 100 .*got 1000000000"),
+        ({"rounds": True}, "rounds=...\\): expected an integer"),
+        ({"seed": 1.5}, "seed=...\\): expected an integer, got 1.5"),
+        ({"slo": {"ttft_ms": math.inf}}, "ttft_ms must be finite milliseconds above 0 .*got inf"),
+        ({"slo": {"tpot_ms": math.nan}}, "tpot_ms must be finite milliseconds above 0 .*got nan"),
     ],
-)
+)  # fmt: skip
 def test_bad_schedules_are_named(kwargs: dict, message: str) -> None:
     args = {"rates": [1.0], "requests": 4, "duration": None, "burstiness": 1.0, "slo": None,
-            "rounds": 3}  # fmt: skip
+            "rounds": 3, "seed": 0}  # fmt: skip
     args.update(kwargs)
     with pytest.raises(ConfigError, match=message):
         check_load_args(**args)

@@ -117,6 +117,31 @@ def test_bad_load_arguments_are_refused_before_any_engine_starts() -> None:
     assert source.starts == 0
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"requests": 4.0}, "load\\(requests=...\\): expected an integer from 2 to 100000"),
+        ({"rates": [1e308]}, "load\\(rates=...\\): every rate must be .* at most 1e\\+06"),
+        ({"rates": [1e308], "burstiness": 10}, "at most 1e\\+06"),
+        ({"burstiness": 1e-320}, "load\\(burstiness=...\\): expected a number from 0.01"),
+        ({"rounds": 101}, "load\\(rounds=...\\): expected an integer from 2 to 100"),
+        ({"seed": "0"}, "load\\(seed=...\\): expected an integer"),
+        ({"slo": {"ttft_ms": math.inf}}, "load\\(slo=...\\): ttft_ms must be finite"),
+        ({"temperature": math.nan}, "temperature=...\\): expected a finite number >= 0"),
+    ],
+)
+def test_load_arguments_out_of_range_are_refused_before_any_engine_starts(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    # each one passed validation, then crashed mid-run or wrote an unwritable report
+    source = FakeSource()
+    bench = Bench("org/target", DRAFT, source=source, progress=None)
+    args: dict[str, Any] = {"max_tokens": 8, "rates": [1.0], "requests": 4, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        bench.load(["p"], **args)
+    assert source.starts == 0 and not bench.loads
+
+
 SUITE = """
 import pytest
 from pytest_specdecode import assert_latency_gain

@@ -539,14 +539,19 @@ class Bench:
         ``prompts[i % len(prompts)]``. ``requests`` (per rate) or ``duration`` (seconds per
         rate: ``round(rate * duration)`` requests) sets each rate's size. ``slo`` (milliseconds:
         ``ttft_ms``, ``tpot_ms``, ``e2e_ms``) turns on goodput, the requests per second that
-        meet every bound. Each rate's schedule goes to each engine ``rounds`` times (at least
-        2: the gain's interval comes from how much the rounds differ).
+        meet every bound. Each rate's schedule goes to each engine ``rounds`` times (2 to 100:
+        the gain's interval comes from how much the rounds differ). Out-of-range arguments
+        (:func:`~.load.check_load_args`: a rate above 10**6 req/s, a round's arrivals
+        spanning over an hour, ``burstiness`` outside 0.01-100, a count that is not an
+        integer, an infinite SLO bound) are refused before any engine starts.
         Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
         """
         __tracebackhide__ = True
         prompts = validate_prompts(prompts, "load")
         check_run_args(max_tokens, temperature, None)
-        rate_list, checked_slo = check_load_args(rates, requests, duration, burstiness, slo, rounds)
+        rate_list, checked_slo = check_load_args(
+            rates, requests, duration, burstiness, slo, rounds, seed
+        )
         self._check_device([self.speculative], "load")
         label = self._claim_label(label, call="load")
         params: dict[str, Any] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -133,12 +134,19 @@ def _is_int(value: Any) -> bool:
 
 
 def check_run_args(max_tokens: Any, temperature: Any, concurrency: Any) -> None:
-    """The numbers ``run()`` takes: a positive ``max_tokens``, a ``temperature`` >= 0 and a
-    positive ``concurrency`` (or None)."""
+    """The numbers ``run()`` takes: a positive ``max_tokens``, a finite ``temperature`` >= 0
+    and a positive ``concurrency`` (or None)."""
     if not _is_int(max_tokens) or max_tokens < 1:
         raise ConfigError(f"run(max_tokens=...): expected a positive integer, got {max_tokens!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
-        raise ConfigError(f"run(temperature=...): expected a number >= 0, got {temperature!r}")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature < math.inf
+    ):
+        raise ConfigError(
+            f"run(temperature=...): expected a finite number >= 0 (0: greedy), got "
+            f"{temperature!r:.40}"
+        )
     if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
         raise ConfigError(f"run(concurrency=...): expected a positive integer, got {concurrency!r}")
 

@@ -30,6 +30,16 @@ SLO_KEYS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "e2e"}
 DEFAULT_ROUNDS = 3
 #: The most requests one rate may send (a duration at a high rate could ask for millions).
 MAX_REQUESTS = 100_000
+#: The highest finite rate (requests per second); above it every request arrives at once in
+#: practice (``float("inf")`` says so), and the schedule's arithmetic would overflow.
+MAX_RATE = 1e6
+#: The longest span of one round's arrivals (seconds: ``requests / rate`` or ``duration``).
+MAX_ROUND_SECONDS = 3600.0
+#: The burstiness range (the gamma shape of the gaps: 0.01 all but all at once in bursts,
+#: 100 nearly evenly spaced); outside it the draw degenerates or fails.
+MIN_BURSTINESS, MAX_BURSTINESS = 0.01, 100.0
+#: The most rounds per rate (each sends every request of the rate to both engines).
+MAX_LOAD_ROUNDS = 100
 
 
 # -- the arrival schedule ---------------------------------------------------------------------
@@ -100,13 +110,22 @@ def round_schedules(
 
 
 def check_load_args(
-    rates: Any, requests: Any, duration: Any, burstiness: Any, slo: Any, rounds: Any = 3
+    rates: Any,
+    requests: Any,
+    duration: Any,
+    burstiness: Any,
+    slo: Any,
+    rounds: Any = DEFAULT_ROUNDS,
+    seed: Any = 0,
 ) -> tuple[list[float], dict[str, float]]:
-    """Validate :meth:`Bench.load`'s schedule arguments before any engine starts; the rates
-    (ascending) and the SLO."""
+    """Validate :meth:`Bench.load`'s schedule arguments (types and ranges) before any engine
+    starts; the rates (ascending) and the SLO."""
 
     def number(value: Any) -> bool:
         return not isinstance(value, bool) and isinstance(value, int | float)
+
+    def integer(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, int)
 
     if isinstance(rates, str | bytes) or not isinstance(rates, Sequence) or not rates:
         raise ConfigError(
@@ -114,10 +133,11 @@ def check_load_args(
             f'float("inf") for all at once), got {rates!r:.80}'
         )
     for rate in rates:
-        if not number(rate) or math.isnan(rate) or rate <= 0:
+        if not number(rate) or not (0 < rate <= MAX_RATE or rate == math.inf):
             raise ConfigError(
                 f"load(rates=...): every rate must be a number of requests per second above 0 "
-                f'(float("inf"): all at once), got {rate!r:.40} in {list(rates)!r:.80}'
+                f'and at most {MAX_RATE:g} (float("inf"): all at once), got {rate!r:.40} in '
+                f"{list(rates)!r:.80}"
             )
     if len(set(rates)) != len(rates):
         raise ConfigError(f"load(rates=...): a rate is listed twice in {list(rates)!r:.80}")
@@ -126,28 +146,50 @@ def check_load_args(
             "load(): give requests= (how many requests each rate sends) or duration= (seconds "
             "of arrivals per rate), exactly one of them"
         )
-    if requests is not None and (not number(requests) or requests != int(requests) or requests < 2):
-        raise ConfigError(
-            f"load(requests=...): expected an integer of at least 2, got {requests!r}"
-        )
+    finite_rates = [float(r) for r in rates if not math.isinf(r)]
+    if requests is not None:
+        if not integer(requests) or not 2 <= requests <= MAX_REQUESTS:
+            raise ConfigError(
+                f"load(requests=...): expected an integer from 2 to {MAX_REQUESTS} (requests "
+                f"per rate), got {requests!r:.40}"
+            )
+        for rate in finite_rates:
+            if requests / rate > MAX_ROUND_SECONDS:
+                raise ConfigError(
+                    f"load(rates=[{rate:g}], requests={requests}): {requests} requests at "
+                    f"{rate:g} req/s span {requests / rate:g} s: more than {MAX_ROUND_SECONDS:g} "
+                    "s per round; raise the rate or lower requests"
+                )
     if duration is not None:
-        if not number(duration) or not math.isfinite(duration) or duration <= 0:
-            raise ConfigError(f"load(duration=...): expected seconds above 0, got {duration!r}")
+        if not number(duration) or not 0 < duration <= MAX_ROUND_SECONDS:
+            raise ConfigError(
+                f"load(duration=...): expected seconds above 0 and at most "
+                f"{MAX_ROUND_SECONDS:g} (per rate and round), got {duration!r:.40}"
+            )
         if any(math.isinf(r) for r in rates):
             raise ConfigError(
                 'load(duration=...): a rate of float("inf") sends every request at once and '
                 "has no duration; give requests= instead"
             )
-    if not number(burstiness) or not math.isfinite(burstiness) or burstiness <= 0:
+        for rate in finite_rates:
+            if rate * duration > MAX_REQUESTS:
+                raise ConfigError(
+                    f"load(rates=[{rate:g}], duration={duration:g}): that is more than "
+                    f"{MAX_REQUESTS} requests; lower the rate or the duration"
+                )
+    if not number(burstiness) or not MIN_BURSTINESS <= burstiness <= MAX_BURSTINESS:
         raise ConfigError(
-            f"load(burstiness=...): expected a number above 0 (1: Poisson arrivals), got "
-            f"{burstiness!r}"
+            f"load(burstiness=...): expected a number from {MIN_BURSTINESS:g} to "
+            f"{MAX_BURSTINESS:g} (1: Poisson arrivals; burstier below, more regular above), "
+            f"got {burstiness!r:.40}"
         )
-    if not number(rounds) or rounds != int(rounds) or rounds < 2:
+    if not integer(rounds) or not 2 <= rounds <= MAX_LOAD_ROUNDS:
         raise ConfigError(
-            f"load(rounds=...): expected an integer of at least 2 (the gain's interval comes "
-            f"from how much the rounds differ), got {rounds!r}"
+            f"load(rounds=...): expected an integer from 2 to {MAX_LOAD_ROUNDS} (the gain's "
+            f"interval comes from how much the rounds differ), got {rounds!r:.40}"
         )
+    if not integer(seed):
+        raise ConfigError(f"load(seed=...): expected an integer, got {seed!r:.40}")
     return sorted(float(r) for r in rates), check_slo(slo)
 
 
@@ -166,8 +208,15 @@ def check_slo(slo: Any) -> dict[str, float]:
             raise ConfigError(
                 f"load(slo=...): unknown key {key!r}; known: {', '.join(SLO_KEYS)} (milliseconds)"
             )
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ConfigError(f"load(slo=...): {key} must be milliseconds above 0, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
+        ):
+            raise ConfigError(
+                f"load(slo=...): {key} must be finite milliseconds above 0 (leave the key out "
+                f"for no bound), got {value!r:.40}"
+            )
         checked[key] = float(value)
     return checked
 
