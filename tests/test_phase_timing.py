@@ -556,3 +556,27 @@ def test_points_in_source_tells_a_missing_point() -> None:
         "sample": False, "speculator.propose": True,
     }  # fmt: skip
     assert not any(phases.points_in_source("class Other: pass", v2).values())
+
+
+def test_each_step_counts_its_requests_and_the_full_batch_apart() -> None:
+    """Two requests, the second longer: the decode steps count each request they ran, and the
+    steps that ran both (the round's largest decode batch) are kept apart."""
+    runner, timer, clock = installed()
+
+    def counted(new: list[str], cached: list[tuple[str, int]]) -> SimpleNamespace:
+        out = output(new, cached)
+        out.num_scheduled_tokens = dict.fromkeys([*new, *(r for r, _ in cached)], 1)
+        return out
+
+    timer.begin()
+    step(runner, counted(["a", "b"], []))  # prefill, 2 requests
+    step(runner, counted([], [("a", 5), ("b", 5)]))  # decode, both
+    step(runner, counted([], [("a", 6), ("b", 6)]))  # decode, both
+    step(runner, counted([], [("b", 7)]))  # decode, the long one alone
+    profile = timer.collect()
+    assert profile is not None
+    decode = Round.of({"elapsed": 1.0, "requests": [], "profile": profile}).profile
+    assert decode is not None
+    assert (decode.decode.steps, decode.decode.request_steps) == (3, 5)
+    assert decode.decode.full_steps == 2 and decode.prefill.request_steps == 2
+    assert decode.decode.full_total == pytest.approx(2 * 0.0148)

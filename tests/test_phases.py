@@ -129,16 +129,17 @@ def test_phase_summary_of_hand_built_rounds() -> None:
     # 3.00 [1.76-4.24] against 2.00 [1.56-2.57]: the intervals overlap, so no claim either way
     assert phases.pays is None
     assert phases.explanation == (
-        "each verification step yields 3.00 [1.76-4.24] tokens and the break-even is 2.00 "
-        "[1.56-2.57]: the intervals overlap, so the decode steps alone do not tell whether "
-        "speculation pays; the largest cost: draft proposal is 30% of each speculative step"
+        "the baseline took 3.00 [1.76-4.24] decode steps per speculative one against the "
+        "break-even 2.00 [1.56-2.57]: the intervals overlap, so the decode steps alone do not "
+        "tell whether speculation pays; the largest cost: draft proposal is 30% of each "
+        "speculative step"
     )
     # the same yield from rounds that agree: its interval clears the break-even's
     steady = summary(paired(accepted=(8, 8, 8)), 2)
     assert steady is not None and steady.pays is True
     assert steady.explanation == (
-        "each verification step yields 3.00 tokens, above the break-even 2.00, so speculation "
-        "pays; the largest cost: draft proposal is 30% of each speculative step"
+        "the baseline took 3.00 decode steps per speculative one, above the break-even 2.00, "
+        "so speculation pays; the largest cost: draft proposal is 30% of each speculative step"
     )
     # c = (3 ms of draft per step / 4 tokens per draft) / 5 ms per baseline step
     assert cost_ratio(phases, 12, 48) == pytest.approx(0.15)
@@ -155,13 +156,13 @@ def test_the_break_even_is_compared_with_the_step_yield_not_the_acceptance_lengt
     assert guided.step_yield == pytest.approx(1.5) and guided.tokens_per_step == pytest.approx(1.5)
     assert guided.pays is False
     assert guided.explanation == (
-        "each verification step yields 1.50 tokens (acceptance length 3.00 counts only the "
-        "steps with drafts), below the break-even 2.00: draft proposal is 30% of each "
-        "speculative step"
+        "the baseline took 1.50 decode steps per speculative one (acceptance length 3.00 "
+        "counts only the steps with drafts), below the break-even 2.00: draft proposal is 30% "
+        "of each speculative step"
     )
     # within 10% of the acceptance length but on the other side of the break-even: both named
     near = summary(paired(accepted=(4, 4, 4), steps=7), 2)  # length 2.0 + 0; yield 12 / 7
-    assert near is not None and "yields 1.71 tokens" in near.explanation
+    assert near is not None and "took 1.71 decode steps per speculative one" in near.explanation
     assert near.pays is None and "the intervals overlap" in near.explanation  # L* 1.56-2.57
 
 
@@ -186,14 +187,14 @@ def test_a_report_recorded_before_the_step_yield_derives_it_from_the_step_counts
     assert step_yield(again) == pytest.approx(1.5) and pays(again) is False
     assert explanation(row) == guided.explanation  # derived afresh, not the stale sentence
     assert phase_line(row).endswith(
-        "break-even 2.00 tokens/step [1.56-2.57], measured: yields 1.50 tokens per verify step "
+        "break-even 2.00 tokens/step [1.56-2.57], measured: step ratio 1.50 "
         "(acceptance length 3.00 counts only the steps with drafts)"
     )
     (found,) = checklists(typed({"format_version": 1, "results": [data], "environment": {}}))
     (draft,) = [x for x in found.lines if x.question == "choice of draft"]
     said = (
-        "yields 1.50 tokens per verify step (acceptance length 3.00 [2.90-3.10] counts only the "
-        "steps with drafts) against break-even 2.00"
+        "step ratio 1.50 (acceptance length 3.00 [2.90-3.10] counts only the steps with "
+        "drafts) against break-even 2.00"
     )
     assert draft.answer == "no" and said in draft.figure
     # a report without step counts falls back on the acceptance length
@@ -208,8 +209,8 @@ def test_the_explanation_names_what_dominates_a_loss() -> None:
     low = summary(paired(accepted=(2, 2, 2)), 2)
     assert low is not None and not low.pays
     assert low.explanation == (
-        "acceptance length 1.50 is below the break-even 2.00: draft proposal is 30% of each "
-        "speculative step"
+        "the baseline took 1.50 decode steps per speculative one, below the break-even 2.00: "
+        "draft proposal is 30% of each speculative step"
     )
     cheap_draft = summary(paired(accepted=(2, 2, 2), draft=0.001), 32)
     assert cheap_draft is not None
@@ -229,7 +230,7 @@ def test_the_dict_form_is_the_contract_and_round_trips() -> None:
         "clock", "baseline", "speculative", "break_even_length", "break_even_ci",
         "acceptance_length", "acceptance_length_ci", "draft_share", "verify_cost", "explanation",
     }  # fmt: skip
-    assert set(data["speculative"]) == {"decode", "prefill"}
+    assert set(data["speculative"]) == {"decode", "prefill", "round_ms"}
     assert set(data["speculative"]["decode"]) == {
         "steps", "step_ms", "prepare_ms", "forward_ms", "sample_ms", "draft_ms", "other_ms",
     }  # fmt: skip
@@ -269,8 +270,8 @@ def test_a_slower_result_quotes_the_dominant_term_in_its_verdict() -> None:
     )
     assert result.verdict == "not worth it"
     assert (
-        "why: acceptance length 1.50 is below the break-even 2.00: draft proposal is 30% of "
-        "each speculative step"
+        "why: the baseline took 1.50 decode steps per speculative one, below the break-even "
+        "2.00: draft proposal is 30% of each speculative step"
     ) in result.verdict_reasons
     paying = with_verdict(
         with_theory(result_of(paired(accepted=(8, 8, 8), spec_time=1.5)), 0.15), None
@@ -459,3 +460,66 @@ def test_synthetic_acceptance_where_it_runs_is_lossy_and_skips_the_equivalence_g
     lossless = Bench("org/target", DRAFT, source=source, progress=None, trials=3)
     plain = replace(lossless.run(["p"], max_tokens=4), match_rate=0.0)
     assert "lossy" not in plain.notes and check_gates(plain, {"min_match_rate": 1.0})
+
+
+def test_requests_of_different_lengths_tell_the_per_request_yield_from_the_step_ratio() -> None:
+    """Two requests, 4 and 12 tokens: the baseline runs 12 decode steps (16 request-steps,
+    the last 8 for the long request alone). Speculation yields 4 tokens a step to the short
+    one and 2 to the long one: 6 steps (1 at batch 2, 5 at batch 1), 7 request-steps. The
+    step ratio (12 / 6 = 2.00) is what L* is compared with; the tokens a verification step
+    yields per request are 16 / 7 = 2.29; the tail steps, with one request left, are cheaper,
+    so L* at full batch differs from the pooled one."""
+
+    def decode(steps: int, request_steps: int, step_s: float, full: int, full_s: float) -> Any:
+        # every phase in forward, for the arithmetic; `full` steps ran the largest batch
+        return PhaseTimes(
+            steps, steps * step_s, forward=steps * step_s * 0.9, request_steps=request_steps,
+            full_steps=full, full_total=full * full_s,
+        )  # fmt: skip
+
+    def rounds(steps: int, request_steps: int, step_s: float, full: int, full_s: float,
+               draft: bool) -> tuple[Round, ...]:  # fmt: skip
+        times = decode(steps, request_steps, step_s, full, full_s)
+        if draft:
+            times = replace(times, forward=times.total * 0.6, draft=times.total * 0.3)
+        prefill = PhaseTimes(1, 0.01, forward=0.009, request_steps=2, full_steps=1, full_total=0.01)
+        profile = StepProfile(prefill, times, runner="V1")
+        return tuple(Round(steps * step_s + 0.02, _requests(), profile=profile) for _ in SCALES)
+
+    # baseline: 12 steps, 4 at batch 2 (5 ms), 8 at batch 1 (4 ms): 52 ms
+    base = rounds(12, 16, 52 / 12 / 1000, 4, 0.005, draft=False)
+    # speculative: 6 steps, 1 at batch 2 (12 ms), 5 at batch 1 (9 ms): 57 ms
+    spec = rounds(6, 7, 57 / 6 / 1000, 1, 0.012, draft=True)
+    # acceptance length 2.00: here it happens to match the step ratio, so it is not named
+    phases = summarize(base, spec, Counters(18, 72, 18), (Counters(6, 24, 6),) * 3, 2)
+    assert phases is not None and phases.runner == "V1"
+    assert phases.step_yield == pytest.approx(2.0)  # set by the long request
+    assert phases.request_yield == pytest.approx(16 / 7)  # what a request gets per step
+    assert phases.break_even_length == pytest.approx((57 / 6) / (52 / 12))  # 2.19, pooled
+    assert phases.break_even_full == pytest.approx(12 / 5)  # 2.40 at batch 2
+    assert (
+        phases.speculative.decode.request_steps == 7
+        and phases.baseline.round_ms == pytest.approx(72)
+    )
+    assert phases.baseline.split() == pytest.approx((10.0, 52.0, 10.0))  # prefill, decode, outside
+    assert phases.speculative.decode.named_share == pytest.approx(0.9)
+    said = phases.explanation
+    assert said.startswith(
+        "the baseline took 2.00 decode steps per speculative one (each verification step "
+        "yields 2.29 tokens per request; the slowest request sets the step ratio), below the "
+        "break-even 2.19"
+    )
+    again = PhaseSummary.from_dict(json.loads(json.dumps(phases.to_dict())))
+    assert again == phases and again.request_yield == pytest.approx(16 / 7)
+    from pytest_specdecode.reporting.phases import break_even_text, round_split
+
+    text = break_even_text(phases, ".2f")
+    assert text.startswith("break-even 2.19 tokens/step [") and "] (2.40 at full batch), " in text
+    assert text.endswith(
+        "; 2.29 tokens per request-step (the slowest request sets the step count, 2.00)"
+    )
+    assert round_split(phases) == (
+        "a round: baseline 72.0 ms = prefill 10.0 + decode 52.0 + outside the steps 10.0; "
+        "speculative 77.0 ms = prefill 10.0 + decode 57.0 + outside the steps 10.0; named "
+        "phases 90% of a speculative decode step (the rest is other)"
+    )

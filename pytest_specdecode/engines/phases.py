@@ -207,12 +207,14 @@ class _Step:
     """The marks of one step (clock marks; None where the point was not reached)."""
 
     __slots__ = (
-        "prefill", "fresh", "start", "forward", "executed", "sample", "sampled", "drafts", "end",
+        "prefill", "fresh", "reqs", "start", "forward", "executed", "sample", "sampled",
+        "drafts", "end",
     )  # fmt: skip
 
-    def __init__(self, prefill: bool, fresh: bool, start: Any) -> None:
+    def __init__(self, prefill: bool, fresh: bool, start: Any, reqs: int = 0) -> None:
         self.prefill = prefill
         self.fresh = fresh  # it schedules only new requests: the engine had none running
+        self.reqs = reqs  # the requests it ran (0: not known)
         self.start = start
         self.forward: Any = None  # _model_forward called
         self.executed: Any = None  # execute_model returned
@@ -292,13 +294,17 @@ class StepTimer:
         self.clock.settle([m for s in steps for m in s.marks()])
         kinds = {True: PhaseTimes(0, 0.0), False: PhaseTimes(0, 0.0)}
         seconds = self.clock.seconds
+        largest = {kind: max((s.reqs for s in steps if s.prefill == kind), default=0)
+                   for kind in kinds}  # fmt: skip
         for i, step in enumerate(steps):
             after = steps[i + 1] if i + 1 < len(steps) else None
             end = step.end if after is None or after.fresh else after.start
             executed = step.executed if step.executed is not None else step.end
+            total = seconds(step.start, end)
+            full = step.reqs > 0 and step.reqs == largest[step.prefill]
             kinds[step.prefill] += PhaseTimes(
                 1,
-                seconds(step.start, end),
+                total,
                 prepare=seconds(step.start, step.forward if step.forward is not None else executed),
                 forward=seconds(step.forward, executed) if step.forward is not None else 0.0,
                 sample=(
@@ -307,6 +313,9 @@ class StepTimer:
                     else 0.0
                 ),
                 draft=sum(seconds(a, b) for a, b in step.drafts),
+                request_steps=step.reqs,
+                full_steps=int(full),
+                full_total=total if full else 0.0,
             )
         self._drop()
         return StepProfile(kinds[True], kinds[False], self.clock.name, self.runner).to_dict()
@@ -328,10 +337,11 @@ class StepTimer:
             try:
                 prefill = _has_prompt_tokens(runner, scheduler_output)
                 fresh = not scheduler_output.scheduled_cached_reqs.req_ids
+                reqs = len(getattr(scheduler_output, "num_scheduled_tokens", None) or ())
             except Exception as exc:  # noqa: BLE001 - a vLLM whose scheduler output differs
                 self._fail("reading the scheduler output", exc)
                 return call(scheduler_output, *args, **kwargs)
-            step = _Step(prefill, fresh, self.clock.mark())
+            step = _Step(prefill, fresh, self.clock.mark(), reqs)
             self.steps.append(step)
             self.executing = step
             try:

@@ -130,7 +130,10 @@ class PhaseTimes:
     engine: ``prepare`` (scheduling output to model inputs), ``forward`` (the target's forward
     pass: a decode step on the baseline, the verification pass over k + 1 positions on the
     speculative side), ``sample`` (sampling and rejection sampling), ``draft`` (the proposer's
-    next draft) and ``other`` (the rest of the step's wall time)."""
+    next draft) and ``other`` (the rest of the step's wall time). ``request_steps`` counts
+    each step once per request it ran (a baseline decode step yields one token per request);
+    ``full_steps`` and ``full_total`` are the steps, and their seconds, that ran the round's
+    largest batch of that kind (the tail where fewer requests are left is cheaper)."""
 
     steps: int
     total: float  # wall (or device) seconds of those steps
@@ -138,6 +141,9 @@ class PhaseTimes:
     forward: float = 0.0
     sample: float = 0.0
     draft: float = 0.0
+    request_steps: int = 0  # 0: not counted (a profile from before they were)
+    full_steps: int = 0
+    full_total: float = 0.0
 
     @property
     def other(self) -> float:
@@ -155,19 +161,26 @@ class PhaseTimes:
             self.steps + other.steps, self.total + other.total,
             self.prepare + other.prepare, self.forward + other.forward,
             self.sample + other.sample, self.draft + other.draft,
+            self.request_steps + other.request_steps, self.full_steps + other.full_steps,
+            self.full_total + other.full_total,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "steps": self.steps, "total": self.total, "prepare": self.prepare,
             "forward": self.forward, "sample": self.sample, "draft": self.draft,
+            "request_steps": self.request_steps, "full_steps": self.full_steps,
+            "full_total": self.full_total,
         }  # fmt: skip
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PhaseTimes:
         return cls(
             int(data["steps"]), float(data["total"]),
-            *(float(data.get(p) or 0.0) for p in PHASES[:-1]),
+            **{p: float(data.get(p) or 0.0) for p in PHASES[:-1]},
+            request_steps=int(data.get("request_steps") or 0),
+            full_steps=int(data.get("full_steps") or 0),
+            full_total=float(data.get("full_total") or 0.0),
         )  # fmt: skip
 
 

@@ -27,7 +27,9 @@ SIDES = ("baseline", "speculative")
 class StepFigures:
     """One engine's steps of one kind over the measured rounds: steps per round (mean, may be
     fractional) and mean milliseconds per step by phase (None when there was no such step);
-    ``step_ms`` is the sum of the phases."""
+    ``step_ms`` is the sum of the phases. ``request_steps``: per round, each step counted once
+    per request it ran; ``full_step_ms``: the mean step at the round's largest batch (None
+    where not counted: a profile from before they were)."""
 
     steps: float
     prepare_ms: float | None = None
@@ -35,6 +37,8 @@ class StepFigures:
     sample_ms: float | None = None
     draft_ms: float | None = None
     other_ms: float | None = None
+    request_steps: float | None = None
+    full_step_ms: float | None = None
 
     @classmethod
     def over(cls, times: Sequence[PhaseTimes]) -> StepFigures:
@@ -43,8 +47,19 @@ class StepFigures:
         steps = total.steps / len(times) if times else 0.0
         if total.steps <= 0:
             return cls(steps)
-        per_step = [total.seconds(p) / total.steps * 1000 for p in PHASES]
-        return cls(steps, *per_step)
+        per_step = {f"{p}_ms": total.seconds(p) / total.steps * 1000 for p in PHASES}
+        counted = all(t.request_steps > 0 for t in times if t.steps > 0)
+        return cls(
+            steps, **per_step,
+            request_steps=total.request_steps / len(times) if counted else None,
+            full_step_ms=total.full_total / total.full_steps * 1000 if total.full_steps else None,
+        )  # fmt: skip
+
+    @property
+    def named_share(self) -> float | None:
+        """The share of a step that the named phases (all but ``other``) account for."""
+        step, other = self.step_ms, self.other_ms
+        return None if step is None or other is None or step <= 0 else 1.0 - other / step
 
     @property
     def step_ms(self) -> float | None:
@@ -59,32 +74,55 @@ class StepFigures:
         return value
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "step_ms": self.step_ms} | {
-            f"{p}_ms": self.ms(p) for p in PHASES
-        }
+        counted = {k: v for k in ("request_steps", "full_step_ms")
+                   if (v := getattr(self, k)) is not None}  # fmt: skip
+        return (
+            {"steps": self.steps, "step_ms": self.step_ms}
+            | {f"{p}_ms": self.ms(p) for p in PHASES}
+            | counted
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StepFigures:
-        def ms(phase: str) -> float | None:
-            value = data.get(f"{phase}_ms")
+        def ms(key: str) -> float | None:
+            value = data.get(key)
             return None if value is None else float(value)
 
-        return cls(float(data.get("steps") or 0.0), *(ms(p) for p in PHASES))
+        return cls(
+            float(data.get("steps") or 0.0),
+            **{f"{p}_ms": ms(f"{p}_ms") for p in (*PHASES, "full_step")},
+            request_steps=ms("request_steps"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class EngineSteps:
-    """One engine's decode and prefill steps."""
+    """One engine's decode and prefill steps, and its rounds' mean wall time (``round_ms``;
+    None in reports from before it was kept)."""
 
     decode: StepFigures
     prefill: StepFigures
+    round_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"decode": self.decode.to_dict(), "prefill": self.prefill.to_dict()}
+        data = {"decode": self.decode.to_dict(), "prefill": self.prefill.to_dict()}
+        return data | ({} if self.round_ms is None else {"round_ms": self.round_ms})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EngineSteps:
-        return cls(StepFigures.from_dict(data["decode"]), StepFigures.from_dict(data["prefill"]))
+        ms = data.get("round_ms")
+        return cls(
+            StepFigures.from_dict(data["decode"]), StepFigures.from_dict(data["prefill"]),
+            None if ms is None else float(ms),
+        )  # fmt: skip
+
+    def split(self) -> tuple[float, float, float] | None:
+        """A round's milliseconds: in prefill steps, in decode steps, and outside any step
+        (request handling before the first and after the last); None without ``round_ms``."""
+        parts = [s.steps * (s.step_ms or 0.0) for s in (self.prefill, self.decode)]
+        if self.round_ms is None:
+            return None
+        return parts[0], parts[1], max(0.0, self.round_ms - sum(parts))
 
 
 @dataclass(frozen=True)
@@ -161,14 +199,29 @@ class PhaseSummary:
 
     @property
     def step_yield(self) -> float | None:
-        """The tokens each speculative decode step yields per request, on average: the
-        baseline's decode steps per round over the speculative engine's (each baseline decode
-        step yields one token per running request, and both engines generate the same
-        tokens). Unlike vLLM's acceptance length it counts every speculative step, the ones
-        that drafted nothing too (guided decoding, a proposer with no match), and no accepted
-        token past a request's end; derived from the stored step counts, so a report recorded
-        before it existed has it too. None when either engine counted no decode step."""
+        """The step ratio: the baseline's decode steps per round over the speculative
+        engine's. Decode time is steps x step time on each side, so this over L* is the
+        decode-time speedup exactly (an identity, not a check), and it is what L* is compared
+        with. It is set by the slowest request of each batch (the last steps run for it alone),
+        so it is not the tokens a verification step yields per request: that is
+        :attr:`request_yield`. Unlike vLLM's acceptance length it counts every speculative
+        step, the ones that drafted nothing too, and no accepted token past a request's end.
+        None when either engine counted no decode step."""
         return yield_of(self.baseline.decode.steps, self.speculative.decode.steps)
+
+    @property
+    def request_yield(self) -> float | None:
+        """The tokens each verification step yields per request, on average: the baseline's
+        decode request-steps (one token each) over the speculative engine's. None where the
+        steps' requests were not counted (reports from before they were)."""
+        return yield_of(self.baseline.decode.request_steps, self.speculative.decode.request_steps)
+
+    @property
+    def break_even_full(self) -> float | None:
+        """L* over the steps at the round's largest batch only (the pooled L* takes in the
+        cheaper tail steps where few requests are left); None where not counted."""
+        spec, base = self.speculative.decode.full_step_ms, self.baseline.decode.full_step_ms
+        return _ratio(spec, base)
 
     @property
     def tokens_per_step(self) -> float:
@@ -252,11 +305,11 @@ def names_yield(
 
 
 def yield_text(measured: float, acceptance_length: float, fmt: str = ".2f") -> str:
-    """``yields 1.46 tokens per verify step (acceptance length 3.68 counts only the steps
-    with drafts)``."""
+    """``step ratio 1.46 (acceptance length 3.68 counts only the steps with drafts)``: the
+    baseline's decode steps per speculative one (:attr:`PhaseSummary.step_yield`)."""
     return (
-        f"yields {measured:{fmt}} tokens per verify step (acceptance length "
-        f"{acceptance_length:{fmt}} counts only the steps with drafts)"
+        f"step ratio {measured:{fmt}} (acceptance length {acceptance_length:{fmt}} counts only "
+        f"the steps with drafts)"
     )
 
 
@@ -317,69 +370,117 @@ def explain(
     measured: float | None = None,
     break_even_ci: tuple[float, float] | None = None,
     acceptance_length_ci: tuple[float, float] | None = None,
+    per_request: float | None = None,
+    dominant: bool | None = None,
 ) -> str:
     """One sentence: which term of the speculative decode step dominates its cost over the
     baseline's (the draft proposal, the verification pass, sampling and rejection, input
-    preparation, the rest), and whether the tokens each speculative step yields (``measured``,
-    :attr:`PhaseSummary.step_yield`; the acceptance length when None) clear the break-even:
-    above or below only where the two intervals lie apart (:func:`clears`), else undecided.
-    Where the yield lies more than :data:`YIELD_GAP` from the acceptance length both are
-    named."""
+    preparation, the rest; ``dominant`` False: its interval does not clear the next term's,
+    so no single phase is named), and whether the decode steps pay: the step ratio
+    (``measured``, :attr:`PhaseSummary.step_yield`; the acceptance length when None) against
+    the break-even, above or below only where the two intervals lie apart (:func:`clears`),
+    else undecided. The tokens a verification step yields per request (``per_request``) are
+    named where the slowest request moves the step ratio more than :data:`YIELD_GAP` from
+    them, and the acceptance length where it misleads (:func:`names_yield`)."""
     b_ms, s_ms = base.step_ms, spec.step_ms
     if b_ms is None or s_ms is None or break_even_length is None or b_ms <= 0:
         return "no decode step was timed on both engines, so no break-even length"
+    term = _largest_cost(base, spec, batch, dominant)
+    be, length = break_even_length, acceptance_length
+    compared = length if measured is None else measured
+    compared_ci = scaled_interval(acceptance_length_ci, length, measured)
+    notes = []
+    if measured is not None and per_request is not None:
+        if abs(per_request - measured) > YIELD_GAP * measured:
+            notes.append(
+                f"each verification step yields {per_request:.2f} tokens per request; the "
+                f"slowest request sets the step ratio"
+            )
+    if measured is not None and names_yield(measured, length, be):
+        notes.append(f"acceptance length {length:.2f} counts only the steps with drafts")
+    said = "; ".join(notes)
+    said = f" ({said})" if said else ""
+    verdict = clears(compared, compared_ci, be, break_even_ci)
+    shown = with_ci(compared, compared_ci) if verdict is None else f"{compared:.2f}"
+    if measured is None:
+        what = f"acceptance length {shown}"
+    else:
+        what = f"the baseline took {shown} decode steps per speculative one"
+    if verdict is None:
+        return (
+            f"{what}{said} against the break-even {with_ci(be, break_even_ci)}: the intervals "
+            f"overlap, so the decode steps alone do not tell whether speculation pays; "
+            f"{_largest(term)}"
+        )
+    if verdict:
+        return f"{what}{said}, above the break-even {be:.2f}, so speculation pays; {_largest(term)}"
+    return f"{what}{said}, below the break-even {be:.2f}: {term}"
+
+
+def _largest(term: str) -> str:
+    return term if term.startswith("no single phase") else f"the largest cost: {term}"
+
+
+def _largest_cost(base: StepFigures, spec: StepFigures, batch: int, dominant: bool | None) -> str:
+    """The term of the speculative decode step that costs most over the baseline's, in words;
+    "no single phase dominates" where ``dominant`` is False."""
+    b_ms, s_ms = base.step_ms or 0.0, spec.step_ms or 0.0
     excess = {p: (spec.ms(p) or 0.0) - (base.ms(p) or 0.0) for p in PHASES}
     top = max(PHASES, key=lambda p: excess[p])
     if excess[top] <= 0:
-        term = (
+        return (
             f"a speculative step costs no more than a baseline step ({s_ms:.2f} vs {b_ms:.2f} ms)"
         )
-    elif top == "draft":
-        term = f"draft proposal is {(spec.draft_ms or 0.0) / s_ms:.0%} of each speculative step"
-    elif top == "forward":
+    if dominant is False:
+        second = sorted(PHASES, key=lambda p: excess[p])[-2]
+        return (
+            f"no single phase dominates the extra cost ({PHASE_WORDS[top]} and "
+            f"{PHASE_WORDS[second]} are within each other's intervals)"
+        )
+    if top == "draft":
+        return f"draft proposal is {(spec.draft_ms or 0.0) / s_ms:.0%} of each speculative step"
+    if top == "forward":
         verify = _ratio(spec.forward_ms, base.forward_ms) or 0.0
-        term = f"the verification pass at batch {batch} costs {verify:.1f} baseline steps"
-    else:
-        what = {
-            "sample": "sampling and rejection",
-            "prepare": "input preparation",
-            "other": "step time outside the named phases",
-        }[top]
-        term = (
-            f"{what} adds {excess[top]:.2f} ms to each speculative step "
-            f"({excess[top] / b_ms:.1f} baseline steps)"
-        )
-    be, length = break_even_length, acceptance_length
-    named = measured is not None and names_yield(measured, length, be)
-    tokens = measured if named and measured is not None else length
-    tokens_ci = scaled_interval(acceptance_length_ci, length, tokens if named else None)
-    verdict = clears(tokens, tokens_ci, be, break_even_ci)
-    if verdict is None:
-        return (
-            f"each verification step yields {with_ci(tokens, tokens_ci)} tokens"
-            + (f" (acceptance length {length:.2f} counts only the steps with drafts)"
-               if named else "")
-            + f" and the break-even is {with_ci(be, break_even_ci)}: the intervals overlap, "
-            f"so the decode steps alone do not tell whether speculation pays; the largest "
-            f"cost: {term}"
-        )  # fmt: skip
-    if named:
-        said = (
-            f"each verification step yields {tokens:.2f} tokens (acceptance length "
-            f"{length:.2f} counts only the steps with drafts)"
-        )
-        if verdict:
-            return (
-                f"{said}, above the break-even {be:.2f}, so speculation pays; the largest "
-                f"cost: {term}"
-            )
-        return f"{said}, below the break-even {be:.2f}: {term}"
-    if verdict:
-        return (
-            f"each verification step yields {length:.2f} tokens, above the break-even "
-            f"{be:.2f}, so speculation pays; the largest cost: {term}"
-        )
-    return f"acceptance length {length:.2f} is below the break-even {be:.2f}: {term}"
+        return f"the verification pass at batch {batch} costs {verify:.1f} baseline steps"
+    return (
+        f"{PHASE_WORDS[top]} adds {excess[top]:.2f} ms to each speculative step "
+        f"({excess[top] / b_ms:.1f} baseline steps)"
+    )
+
+
+#: Each phase in the explanation's words.
+PHASE_WORDS = {
+    "prepare": "input preparation",
+    "forward": "the verification pass",
+    "sample": "sampling and rejection",
+    "draft": "the draft proposal",
+    "other": "step time outside the named phases",
+}
+
+
+def dominates(baseline: Sequence[Round], speculative: Sequence[Round]) -> bool | None:
+    """Whether the phase that adds most to a speculative decode step does so clearly: the 95%
+    t interval of its per-round excess over the next phase's (paired rounds: speculative
+    minus baseline ms per step) lies above 0. None with fewer than two rounds that decoded
+    on both sides."""
+    excess: list[dict[str, float]] = []
+    for b, s in zip(baseline, speculative, strict=True):
+        if b.profile is None or s.profile is None:
+            continue
+        bd, sd = StepFigures.over([b.profile.decode]), StepFigures.over([s.profile.decode])
+        if bd.step_ms is None or sd.step_ms is None:
+            continue
+        excess.append({p: (sd.ms(p) or 0.0) - (bd.ms(p) or 0.0) for p in PHASES})
+    if len(excess) < 2:
+        return None
+    mean = {p: sum(e[p] for e in excess) / len(excess) for p in PHASES}
+    top, second = (
+        sorted(PHASES, key=lambda p: mean[p])[-1],
+        sorted(PHASES, key=lambda p: mean[p])[-2],
+    )
+    gaps = [e[top] - e[second] for e in excess]
+    interval = _around(sum(gaps) / len(gaps), gaps, lambda v: v)
+    return interval is not None and interval[0] > 0
 
 
 def with_ci(value: float, ci: tuple[float, float] | None) -> str:
@@ -409,6 +510,7 @@ def summarize(
         sides[side] = EngineSteps(
             StepFigures.over([p.decode for p in profiles]),
             StepFigures.over([p.prefill for p in profiles]),
+            sum(r.elapsed for r in these) / len(these) * 1000,
         )
     base, spec = sides["baseline"].decode, sides["speculative"].decode
     length = counters.mean_acceptance_length
@@ -426,7 +528,16 @@ def summarize(
         draft_share=_ratio(spec.draft_ms, spec.step_ms),
         verify_cost=_ratio(spec.forward_ms, base.forward_ms),
         explanation=explain(
-            base, spec, be, length, batch, yield_of(base.steps, spec.steps), be_ci, length_ci
+            base,
+            spec,
+            be,
+            length,
+            batch,
+            yield_of(base.steps, spec.steps),
+            be_ci,
+            length_ci,
+            yield_of(base.request_steps, spec.request_steps),
+            dominates(baseline, speculative),
         ),
     )
 

@@ -648,27 +648,26 @@ def _break_even_and_measured(figures: PhaseSummary) -> tuple[str, str]:
 
 def _lengths(figures: PhaseSummary, row: Row | None = None) -> str:
     """``acceptance length 3.40 [3.20-3.60] against break-even 2.10 [1.90-2.30]``; where the
-    step yield differs from the acceptance length, ``yields 1.46 tokens per verify step
-    (acceptance length 3.68 [3.50-3.86] counts only the steps with drafts) against break-even
-    1.52 [1.45-1.60]``."""
+    step ratio differs from the acceptance length, ``step ratio 1.46 (acceptance length 3.68
+    [3.50-3.86] counts only the steps with drafts) against break-even 1.52 [1.45-1.60]``."""
     be, measured = _break_even_and_measured(figures)
     tokens = step_yield(figures, row)
     if tokens is not None and names_yield(figures, row):
         return (
-            f"yields {tokens:.2f} tokens per verify step (acceptance length {measured} counts "
-            f"only the steps with drafts) against break-even {be}"
+            f"step ratio {tokens:.2f} (acceptance length {measured} counts only the steps "
+            f"with drafts) against break-even {be}"
         )
     return f"acceptance length {measured} against break-even {be}"
 
 
 def _pair(figures: PhaseSummary) -> str:
     """``2.10 [1.90-2.30] vs 3.40 [3.20-3.60]``: the break-even, then the measured length;
-    where the step yield differs from it, ``1.52 [1.45-1.60] vs 1.46 per verify step
-    (acceptance length 3.68 [3.50-3.86])``."""
+    where the step ratio differs from it, ``1.52 [1.45-1.60] vs step ratio 1.46 (acceptance
+    length 3.68 [3.50-3.86])``."""
     be, measured = _break_even_and_measured(figures)
     tokens = step_yield(figures)
     if tokens is not None and names_yield(figures):
-        return f"{be} vs {tokens:.2f} per verify step (acceptance length {measured})"
+        return f"{be} vs step ratio {tokens:.2f} (acceptance length {measured})"
     return f"{be} vs {measured}"
 
 

@@ -44,6 +44,7 @@ from .phases import (
     ms,
     no_phases,
     phase_line,
+    round_split,
     tokens_per_step,
 )
 from .table import (
@@ -324,8 +325,9 @@ def break_even_chart(sweep: Sweep) -> str:
 def break_even_figure(sweep: Sweep) -> Any:
     """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
     step / baseline decode step) against concurrency with its 95% interval (solid), and the
-    measured acceptance length with its interval (dashed, same colour); speculation pays where
-    the dashed line lies above the solid one. Ticks at the measured concurrencies."""
+    measured acceptance length with its interval (dashed, same colour), and L* over the steps
+    at the full batch only where the report has it (dotted); speculation pays where the dashed
+    line lies above the solid one. Ticks at the measured concurrencies."""
     plt = _pyplot()
     points = break_even_points(sweep)
     fig, ax = plt.subplots(figsize=(4.8, 4.0))
@@ -338,6 +340,10 @@ def break_even_figure(sweep: Sweep) -> Any:
         highs = [(p.break_even_ci or (p.break_even,) * 2)[1] - p.break_even for p in mine]
         ax.errorbar(xs, ys, yerr=[lows, highs], fmt="-s", color=colour, capsize=4,
                     label=f"break-even L*, k={k}")  # fmt: skip
+        full = [p for p in mine if p.full is not None]
+        if full:  # the pooled L* takes in the cheaper tail steps where few requests are left
+            ax.plot([p.concurrency for p in full], [p.full for p in full], ":", color=colour,
+                    label=f"L* at full batch, k={k}")  # fmt: skip
         measured = [p for p in mine if p.acceptance is not None]
         if measured:
             values = [p.acceptance or 0.0 for p in measured]
@@ -437,12 +443,14 @@ def phase_chart(entry: ReportEntry) -> str:
     )
     said = explanation(entry)
     why = f"<p class='phase-text'>{html.escape(said)}</p>" if said else ""
+    split = round_split(figures)
     return (
         f"<div class='phase-title'>{html.escape(label(entry))}</div>"
         + _bar("baseline", base, scale, None)
         + _bar("speculative", spec, scale, mark)
         + f"<p class='phase-text'>{html.escape(phase_line(entry))}</p>{why}"
         + f"<p class='phase-text env'>prefill steps (apart): {html.escape(prefill)}</p>"
+        + (f"<p class='phase-text env'>{html.escape(split)}</p>" if split else "")
     )
 
 

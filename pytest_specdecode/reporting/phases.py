@@ -14,7 +14,15 @@ from ..engines.protocol import PHASES
 from ..figure_table import finite
 from ..figure_table import interval as interval  # re-exported: scripts/render_docs.py reads it
 from ..measure import phases as measured_phases
-from ..measure.phases import EngineSteps, PhaseSummary, StepFigures, explain, yield_of, yield_text
+from ..measure.phases import (
+    SIDES,
+    EngineSteps,
+    PhaseSummary,
+    StepFigures,
+    explain,
+    yield_of,
+    yield_text,
+)
 from ..measure.result import Result
 from ..measure.sweep import Sweep
 
@@ -152,10 +160,42 @@ def break_even_text(
     else:
         length_ci = pair(figures.acceptance_length_ci)
         measured = f"measured {with_interval(length, length_ci, fmt)}"
+    per_request = finite(figures.request_yield)
+    if tokens is not None and per_request is not None:
+        if abs(per_request - tokens) > measured_phases.YIELD_GAP * tokens:
+            measured += (
+                f"; {per_request:{fmt}} tokens per request-step (the slowest request sets "
+                f"the step count, {tokens:{fmt}})"
+            )
     if be is None:
         return f"break-even -, {measured}"
     ci = "" if be_ci is None else f" [{be_ci[0]:{fmt}}-{be_ci[1]:{fmt}}]"
-    return f"break-even {be:{fmt}} tokens/step{ci}, {measured}"
+    full = finite(figures.break_even_full)
+    at_full = "" if full is None else f" ({full:{fmt}} at full batch)"
+    return f"break-even {be:{fmt}} tokens/step{ci}{at_full}, {measured}"
+
+
+def round_split(figures: PhaseSummary) -> str:
+    """Where a round's time went on each side, and how much of a speculative decode step the
+    named phases account for: ``a round: baseline 72 ms = prefill 10 + decode 52 + outside
+    the steps 10; speculative ...; named phases 90% of a speculative decode step``; "" for a
+    report from before the rounds' time was kept."""
+    parts = []
+    for side in SIDES:
+        split = getattr(figures, side).split()
+        if split is None:
+            return ""
+        total = sum(split)
+        pre, dec, out = split
+        parts.append(
+            f"{side} {ms(total)} ms = prefill {ms(pre)} + decode {ms(dec)} + outside the "
+            f"steps {ms(out)}"
+        )
+    share = finite(figures.speculative.decode.named_share)
+    named = "" if share is None else (
+        f"; named phases {share:.0%} of a speculative decode step (the rest is other)"
+    )  # fmt: skip
+    return f"a round: {'; '.join(parts)}{named}"
 
 
 def phase_line(row: ReportEntry | Result, *, served: bool = False) -> str:
@@ -226,6 +266,8 @@ class BreakEvenPoint:
     break_even_ci: tuple[float, float] | None
     acceptance: float | None
     acceptance_ci: tuple[float, float] | None
+    #: L* over the steps at the full batch only (None in reports from before it was kept)
+    full: float | None = None
 
 
 def break_even_points(sweep: Sweep) -> list[BreakEvenPoint]:
@@ -240,5 +282,6 @@ def break_even_points(sweep: Sweep) -> list[BreakEvenPoint]:
         out.append(BreakEvenPoint(
             k, c, be, pair(figures.break_even_ci),
             finite(figures.acceptance_length), pair(figures.acceptance_length_ci),
+            finite(figures.break_even_full),
         ))  # fmt: skip
     return sorted(out, key=lambda b: (b.k, b.concurrency))
