@@ -35,24 +35,13 @@ def prompt_schema() -> dict[str, Any]:
 def load_prompts(path: str | Path) -> list[Prompt]:
     """Read a JSON Lines prompt file; errors name the file, the line and the reason.
 
-    Blank lines and lines starting with ``#`` are skipped.
+    Blank lines and lines starting with ``#`` are skipped. The file is UTF-8 (a byte order
+    mark is dropped); lines end at ``\\n`` or ``\\r\\n`` only (:func:`~.workloads.file_lines`).
     """
     import jsonschema
 
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"prompt file {path}: cannot be read ({exc.strerror})") from None
-    try:
-        lines = raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        row = raw[: exc.start].count(b"\n") + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(
-            f"prompt file {path}, line {row}: not UTF-8 (byte 0x{raw[exc.start]:02x} at "
-            f"column {column}); save the file as UTF-8"
-        ) from None
+    lines = file_lines(read_prompt_file(path))
     validator = jsonschema.Draft202012Validator(prompt_schema())
     prompts = []
     for number, line in enumerate(lines, start=1):
@@ -89,7 +78,14 @@ def _parse(line: str, where: str) -> Any:
 
 # The standard sets shipped with the package, the user's own files and chat templates
 # (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat.
-from .workloads import STANDARD_SETS, chat, from_file, standard  # noqa: E402
+from .workloads import (  # noqa: E402
+    STANDARD_SETS,
+    chat,
+    file_lines,
+    from_file,
+    read_prompt_file,
+    standard,
+)
 
 __all__ = [
     "STANDARD_SETS",

@@ -9,6 +9,7 @@ when called.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import random
@@ -71,7 +72,7 @@ def _records(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     spec = STANDARD_SETS[name]
     raw = resources.files("pytest_specdecode").joinpath("data", spec.file).read_bytes()
     items = []
-    for line in gzip.decompress(raw).decode("utf-8").splitlines():
+    for line in file_lines(gzip.decompress(raw).decode("utf-8")):
         if not line.strip():
             continue
         row = json.loads(line)
@@ -132,6 +133,33 @@ def standard(
 FILE_FORMATS = ("jsonl", "sharegpt", "text")
 
 
+def read_prompt_file(path: Path) -> str:
+    """A prompt file's text: UTF-8, a leading byte order mark dropped, line ends left as they
+    are (split them with :func:`file_lines`); errors name the file and the line."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"prompt file {path}: cannot be read ({exc.strerror})") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8) :]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        row = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            f"prompt file {path}, line {row}: not UTF-8 (byte 0x{raw[exc.start]:02x} at "
+            f"column {column}); save the file as UTF-8"
+        ) from None
+
+
+def file_lines(text: str) -> list[str]:
+    """The lines of a file's text, split on ``\\n`` (a ``\\r`` before it dropped) only: not on
+    the other line boundaries of :meth:`str.splitlines` (U+2028, U+2029, U+0085, ...), which
+    a JSON string may hold as they are and which a line of text keeps."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def from_file(path: str | Path, *, format: str | None = None) -> list[str]:  # noqa: A002
     """The prompts of a file, as raw text; errors name the file, the line and what was expected.
 
@@ -139,7 +167,9 @@ def from_file(path: str | Path, *, format: str | None = None) -> list[str]:  # n
     ``{"prompt": "..."}`` per line), ``"sharegpt"`` (``.json``; a list of
     ``{"conversations": [{"from": "human", "value": "..."}, ...]}``, the first human turn of
     each; entries with no human turn are skipped, as ``vllm bench`` skips them) and ``"text"``
-    (anything else; one prompt per line). Blank lines are skipped.
+    (anything else; one prompt per line). Blank lines are skipped. The file is UTF-8 (a byte
+    order mark is dropped); lines end at ``\\n`` or ``\\r\\n`` only, so a line may hold U+2028,
+    U+2029 or U+0085.
     """
     path = Path(path)
     if format is None:
@@ -149,18 +179,12 @@ def from_file(path: str | Path, *, format: str | None = None) -> list[str]:  # n
             f"from_file({str(path)!r}, format={format!r}): unknown format; "
             f"known: {', '.join(FILE_FORMATS)}"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"prompt file {path}: cannot be read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        bad = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"prompt file {path}, line {bad}: not UTF-8 text") from None
+    text = read_prompt_file(path)
     if format == "sharegpt":
         prompts = _sharegpt(path, text)
     else:
         prompts = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(file_lines(text), start=1):
             if not line.strip():
                 continue
             prompts.append(line if format == "text" else _jsonl_prompt(path, number, line))

@@ -57,3 +57,25 @@ def test_unreadable_line_names_file_and_line(tmp_path: Path, content: bytes, mes
     with pytest.raises(ConfigError, match=message) as info:
         load_prompts(f)
     assert str(f) in str(info.value)
+
+
+def test_unicode_line_separators_stay_inside_their_line(tmp_path: Path) -> None:
+    # str.splitlines split on U+2028/U+2029/U+0085 too: a valid line was refused as
+    # "Unterminated string" and the line numbers after it drifted (issue 43, item 10)
+    f = tmp_path / "p.jsonl"
+    f.write_bytes('{"prompt": "a\u2028b"}\r\n{"prompt": "c\u2029d\x85e"}\n{"prompt": 3}\n'.encode())
+    with pytest.raises(ConfigError, match=r"p.jsonl, line 3: 3 is not of type"):
+        load_prompts(f)
+    f.write_bytes('{"prompt": "a\u2028b"}\r\n{"prompt": "c\u2029d\x85e"}\r\n'.encode())
+    loaded = load_prompts(f)
+    assert [p.prompt for p in loaded] == ["a\u2028b", "c\u2029d\x85e"]
+    assert [p.source.rsplit(":", 1)[1] for p in loaded] == ["1", "2"]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path: Path) -> None:
+    f = tmp_path / "p.jsonl"
+    f.write_bytes(b'\xef\xbb\xbf# made on Windows\r\n{"prompt": "hello"}\r\n')
+    assert [p.prompt for p in load_prompts(f)] == ["hello"]
+    f.write_bytes(b'\xef\xbb\xbf{"prompt": "first"}\n{"prompt": "caf\xe9"}\n')
+    with pytest.raises(ConfigError, match=r"line 2: not UTF-8 \(byte 0xe9 at column 16\)"):
+        load_prompts(f)

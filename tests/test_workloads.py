@@ -123,6 +123,31 @@ def test_from_file_reads_the_three_formats(tmp_path: Path) -> None:
     ]
 
 
+def test_from_file_splits_lines_on_newlines_only_and_drops_a_byte_order_mark(
+    tmp_path: Path,
+) -> None:
+    # str.splitlines split on U+2028, U+2029 and U+0085 too, and the BOM stayed in the first
+    # prompt (a ShareGPT file with one was not "a JSON list"): issue 43, item 10
+    bom = b"\xef\xbb\xbf"
+    text = tmp_path / "p.txt"
+    text.write_bytes(bom + "one\u2028line\r\ntwo\x85three\n\nfour\u2029five\r\n".encode())
+    assert prompts.from_file(text) == ["one\u2028line", "two\x85three", "four\u2029five"]
+    jsonl = tmp_path / "p.jsonl"
+    rows = ['{"prompt": "a\u2028b"}', '{"prompt": "c\u2029d\x85e"}']
+    jsonl.write_bytes(bom + "\r\n".join(rows).encode())
+    assert prompts.from_file(jsonl) == ["a\u2028b", "c\u2029d\x85e"]
+    jsonl.write_bytes(bom + "\n".join([*rows, '{"text": "x"}']).encode())
+    with pytest.raises(ConfigError, match='p.jsonl, line 3: expected an object with a "prompt"'):
+        prompts.from_file(jsonl)
+    sharegpt = tmp_path / "p.json"
+    entries = [{"conversations": [{"from": "human", "value": "hi\u2028there"}]}, {"x": 1}]
+    sharegpt.write_bytes(bom + json.dumps(entries, indent=1, ensure_ascii=False).encode())
+    with pytest.raises(ConfigError, match='p.json, line 10: expected \\{"conversations"'):
+        prompts.from_file(sharegpt)
+    sharegpt.write_bytes(bom + json.dumps(entries[:1], ensure_ascii=False).encode())
+    assert prompts.from_file(sharegpt) == ["hi\u2028there"]
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
