@@ -4,10 +4,12 @@ and never a failed step for a profile. The real engines: tests/test_e2e_phase_ti
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -326,6 +328,119 @@ def test_the_clock_self_check_runs_on_a_cpu() -> None:
     assert "clock wall" in proc.stdout and "heavy" in proc.stdout, said
     verdict = "agree:" if proc.returncode == 0 else "DISAGREE:"
     assert verdict in proc.stdout, said
+
+
+class Tensor:
+    """A stand-in tensor: dividing it gives itself."""
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return self
+
+
+class FakeCuda:
+    """Just enough of ``torch`` for ``benchmarks/phase_clock_gpu.py``'s GPU checks to run on
+    the host: products are counted, events read the wall clock, a graph records the products
+    queued while it is captured and runs them on ``replay``."""
+
+    def __init__(self, available: bool = True) -> None:
+        self.products = 0  # run, not captured
+        self.capturing: list[Any] | None = None
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.at = 0.0
+
+            def record(self) -> None:
+                self.at = time.perf_counter()
+
+            def synchronize(self) -> None:
+                pass
+
+            def elapsed_time(self, end: Any) -> float:
+                return (end.at - self.at) * 1000.0
+
+        class Stream:
+            def wait_stream(self, other: Any) -> None:
+                pass
+
+        class CUDAGraph:
+            def __init__(self) -> None:
+                self.ops: list[Any] = []
+
+            def replay(self) -> None:
+                fake.products += len(self.ops)
+
+        @contextlib.contextmanager
+        def graph(g: Any) -> Any:
+            fake.capturing = g.ops
+            yield
+            fake.capturing = None
+
+        self.cuda = SimpleNamespace(
+            is_available=lambda: available, synchronize=lambda: None, Event=Event,
+            Stream=Stream, current_stream=Stream, stream=lambda s: contextlib.nullcontext(),
+            CUDAGraph=CUDAGraph, graph=graph, get_device_name=lambda: "fake",
+        )  # fmt: skip
+        self.version = SimpleNamespace(cuda="0.0")
+        self.__version__ = "0.0+fake"
+
+    def randn(self, *shape: int, device: str) -> Tensor:
+        return Tensor()
+
+    def empty_like(self, tensor: Any) -> Any:
+        return object()
+
+    def mm(self, a: Any, b: Any, out: Any) -> None:
+        if self.capturing is not None:
+            self.capturing.append(out)
+        else:
+            self.products += 1
+
+
+def _clock_benchmark(monkeypatch: pytest.MonkeyPatch, fake: FakeCuda) -> Any:
+    """``benchmarks/phase_clock_gpu.py`` loaded with ``fake`` as its torch."""
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    path = REPO / "benchmarks" / "phase_clock_gpu.py"
+    spec = importlib.util.spec_from_file_location("phase_clock_gpu_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_clock_gpu_checks_run_through_on_a_stand_in_torch(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mark-cost and CUDA-graph checks, run through with a stand-in torch (no GPU here):
+    they print their figures and a verdict, and the graph's replays run what was captured.
+    Their timing is checked on a GPU (docs/methodology.md, Clocks)."""
+    fake = FakeCuda()
+    bench = _clock_benchmark(monkeypatch, fake)
+    argv = ["--mark-steps", "5", "--repeats", "2", "--replays", "3", "--graph-products", "2"]
+    assert bench.main(["--check", "marks", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "GPU: fake, torch 0.0+fake" in out
+    assert "a mark (reused event)" in out and "per mark: host" in out
+    fake.products = 0
+    assert bench.main(["--check", "graph", *argv]) in (0, 1)  # host timings: either verdict
+    out = capsys.readouterr().out
+    assert "graph replay: 2 chained" in out and ("agree:" in out or "DISAGREE:" in out)
+    # warm-up 3 x 2 eager, 3 warm-up replays, 3 timed, 3 synchronized (2 each), 3 eager x 2
+    assert fake.products == 3 * 2 + 3 * 2 + 3 * 2 + 3 * 2 + 3 * 2
+
+
+def test_the_clock_gpu_checks_need_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = _clock_benchmark(monkeypatch, FakeCuda(available=False))
+    for check in ("marks", "graph"):
+        assert bench.main(["--check", check]) == 2
+        assert f"--check {check} needs a CUDA GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as help_exit:
+        bench.main(["--help"])
+    assert help_exit.value.code == 0
+    assert "--check {all,split,marks,graph}" in capsys.readouterr().out
 
 
 class PhaseLLM:
