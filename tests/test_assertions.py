@@ -54,6 +54,10 @@ def test_exact_equivalence_refused_when_sampling() -> None:
 def test_threshold_must_be_a_number() -> None:
     with pytest.raises(ConfigError, match="assert_speedup"):
         assert_speedup(fake_result(), min="fast")  # type: ignore[arg-type]
+    # nan would pass every figure (every comparison with it is false), inf fail every one
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ConfigError, match=r"assert_speedup\(min=...\): expected a finite"):
+            assert_speedup(fake_result(), min=bad)
 
 
 def test_check_gates_collects_every_failure() -> None:

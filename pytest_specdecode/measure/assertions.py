@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..engines.config import lossy
@@ -29,8 +30,11 @@ def _fail(result: Result, message: str) -> None:
 
 
 def _check_min(name: str, value: object) -> float:
+    """A gate's threshold: a finite number (nan would pass every figure, inf fail every one)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}: expected a finite number, got {value!r}")
     return float(value)
 
 
