@@ -1,6 +1,11 @@
-"""Fake measurement data for tests that need no engine."""
+"""Fake measurement data for tests that need no engine, and the benchmark scripts' loader."""
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.protocol import Counters, RequestFigures, Round
@@ -41,3 +46,15 @@ def fake_result(
         sampling={"max_tokens": 3, "temperature": temperature},
         concurrency=None,
     )
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` loaded as a module (the scripts are not a package), registered
+    in ``sys.modules`` so that its dataclasses find their module."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

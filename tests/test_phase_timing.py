@@ -29,6 +29,8 @@ from pytest_specdecode.engines.phases import (
 )
 from pytest_specdecode.engines.protocol import Round
 
+from .helpers import benchmark_script
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -401,12 +403,7 @@ class FakeCuda:
 def _clock_benchmark(monkeypatch: pytest.MonkeyPatch, fake: FakeCuda) -> Any:
     """``benchmarks/phase_clock_gpu.py`` loaded with ``fake`` as its torch."""
     monkeypatch.setitem(sys.modules, "torch", fake)
-    path = REPO / "benchmarks" / "phase_clock_gpu.py"
-    spec = importlib.util.spec_from_file_location("phase_clock_gpu_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("phase_clock_gpu")
 
 
 def test_the_clock_gpu_checks_run_through_on_a_stand_in_torch(

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from .helpers import benchmark_script
 
-def _benchmark() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "start_order.py"
-    spec = importlib.util.spec_from_file_location("start_order_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _benchmark()
+bench = benchmark_script("start_order")
 
 
 def session(

@@ -3,28 +3,16 @@ each runner has, the verdicts, and a clear exit status 2 when a wheel cannot be 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from .helpers import benchmark_script
 
-def _benchmark() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "vllm_compat.py"
-    spec = importlib.util.spec_from_file_location("vllm_compat_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _benchmark()
+bench = benchmark_script("vllm_compat")
 
 V1 = (
     "class GPUModelRunner:\n"
