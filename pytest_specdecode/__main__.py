@@ -12,9 +12,11 @@ stderr.
 
 Exit status (every command): :data:`EXIT_OK` (0) when nothing regressed, :data:`EXIT_REGRESSED`
 (1) when ``compare`` found a regression, :data:`EXIT_BAD_INPUT` (2) on a usage error or bad
-input (an unreadable or invalid file, an impossible tolerance, a comparison in which no test
-matches, a report with no results to export, an output file that cannot be written or that is
-one of the inputs), :data:`EXIT_CRASH` (3) when the command itself failed (a bug: the
+input (an unreadable or invalid file, an impossible tolerance, a comparison that compares
+nothing: a file with no results, or no result matching a stored one; a file with two results
+under one key, results of another target or method without ``--allow-config-change``, a
+report with no results to export, an output file that cannot be written or that is one of the
+inputs), :data:`EXIT_CRASH` (3) when the command itself failed (a bug: the
 traceback goes to stderr), so that CI can tell a crash from a regression.
 """
 
@@ -36,11 +38,13 @@ from .baselines.compare import (
     Matching,
     StoredResults,
     check_speedup_amount,
+    check_unique_keys,
     comparison_entries,
+    configuration_changes,
     environment_change_lines,
     environments_differing,
+    nothing_compared,
     parse_tolerances,
-    result_key,
     verdicts_for,
     with_detectable,
 )
@@ -72,23 +76,40 @@ def _read(path: str, what: str) -> tuple[dict[str, Any], Report]:
     return data, Report.from_dict(data, f"{what} {Path(path)}")
 
 
-def _nothing_matched(args: argparse.Namespace, matching: Matching[Entry]) -> str:
-    """Why a comparison that matched no test is refused, with an example of each side's keys
-    (a pair with the same test name when there is one: that is the usual mismatch)."""
-    new_keys = [result_key(r) for r, _ in matching.pairs]
-    old_keys = [result_key(r) for r in matching.missing]
-    by_test = {k.rsplit("::", 1)[-1]: k for k in old_keys}
-    stored, now = next(
-        ((by_test[k.rsplit("::", 1)[-1]], k) for k in new_keys if k.rsplit("::", 1)[-1] in by_test),
-        (old_keys[0], new_keys[0]),
+#: Why two files' results may not match (in the "nothing compared" error).
+RENAMED = (
+    "Tests are matched by pytest node id, relative to the rootdir: the runs were likely made "
+    "with different rootdirs (add a pytest.ini or pyproject.toml, or pass --rootdir), or the "
+    "tests were renamed"
+)
+
+
+def _check_configurations(args: argparse.Namespace, matching: Matching[Entry], old: Report,
+                          new: Report) -> None:  # fmt: skip
+    """Warn when matched results are of other configurations than their stored entries
+    (naming each field), and refuse another target or method unless
+    ``--allow-config-change``."""
+    changes = configuration_changes(matching, old.environment, new.environment)
+    if not changes:
+        return
+    by_change: dict[str, list[str]] = {}
+    for change in changes:
+        for text in change.changes:
+            by_change.setdefault(text, []).append(change.key)
+    _say(
+        "WARNING: the two runs are of different configurations: "
+        + "; ".join(environment_change_lines(by_change))
     )
-    return (
-        f"no test in the results file {args.new} matches one in the baseline file {args.old}, "
-        f"so nothing would be compared ({len(new_keys)} new, {len(old_keys)} stored; e.g. "
-        f"stored {stored!r}, new {now!r}). Tests are matched by pytest node id, relative to "
-        "the rootdir: the runs were likely made with different rootdirs (add a pytest.ini or "
-        "pyproject.toml, or pass --rootdir), or the tests were renamed"
-    )
+    refused = [c for c in changes if c.incomparable]
+    if refused and not args.allow_config_change:
+        shown = "; ".join(f"{c.key}: {', '.join(c.incomparable)}" for c in refused[:3])
+        more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
+        raise ConfigError(
+            f"results of the results file {args.new} match baseline entries of another "
+            f"target or method ({shown}{more}), whose figures are not theirs to compare with; "
+            "compare with a baseline of this configuration, or pass --allow-config-change if "
+            "the change is intended"
+        )
 
 
 def _check_output(path: str | None, option: str, *inputs: tuple[str, str]) -> None:
@@ -108,6 +129,8 @@ def _compare(args: argparse.Namespace) -> int:
     )
     _, old = _read(args.old, "baseline file")
     _, new = _read(args.new, "results file")
+    check_unique_keys(old.results, f"baseline file {args.old}")
+    check_unique_keys(new.results, f"results file {args.new}")
     tolerances = parse_tolerances(args.fail, "--fail")
     check_speedup_amount(tolerances, old.results, f"--fail (against {args.old})")
     if not 0 < args.alpha < 1:
@@ -115,8 +138,12 @@ def _compare(args: argparse.Namespace) -> int:
             f"--alpha: expected a significance level between 0 and 1, got {args.alpha}"
         )
     matching = StoredResults(old.results).match(new.results)
-    if matching.nothing_matched:
-        raise ConfigError(_nothing_matched(args, matching))
+    nothing = nothing_compared(
+        matching, f"the baseline file {args.old}", f"the results file {args.new}", RENAMED
+    )
+    if nothing is not None:
+        raise ConfigError(nothing)
+    _check_configurations(args, matching, old, new)
     differing = environments_differing(matching, old.environment, new.environment)
     if differing:  # each matched pair's own environments (a baseline keeps one per entry)
         _say(
@@ -249,6 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--fail", default=DEFAULT_TOLERANCES, help="tolerated drops")
     cmp.add_argument("--alpha", type=float, default=ALPHA, help="significance level")
     cmp.add_argument("--strict-environment", action="store_true")
+    cmp.add_argument(
+        "--allow-config-change", action="store_true",
+        help="compare results with stored entries of another target or speculative method "
+        "(the change is intended); without it such a comparison exits 2",
+    )  # fmt: skip
     cmp.add_argument("--format", default="simple", help="tabulate format (github: Markdown)")
     cmp.add_argument(
         "--json",

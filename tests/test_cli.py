@@ -332,3 +332,57 @@ def test_a_pipe_or_device_is_written_into_not_replaced(tmp_path: Path) -> None:
         assert os.read(reader, 100) == b"text\n"
     finally:
         os.close(reader)
+
+
+# --- issue 43, items 3 and 4: nothing to compare, another configuration ------------------------
+
+
+def test_compare_with_no_results_on_one_side_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    save(Path("b.json"), entry())
+    save(Path("empty.json"))
+    for old, new, why in (
+        ("empty.json", "b.json", "the baseline file empty.json holds no results"),
+        ("b.json", "empty.json", "the results file empty.json holds no results"),
+        ("empty.json", "empty.json", "neither the baseline file empty.json nor the results"),
+    ):
+        assert cli_main(["compare", old, new]) == EXIT_BAD_INPUT
+        out, err = capsys.readouterr()
+        assert why in err and "nothing was compared" in err and out == ""
+
+
+def test_compare_names_another_configuration_and_refuses_another_method(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    save(Path("b.json"), entry())
+    save(Path("k.json"), entry(num_speculative_tokens=2, max_tokens=64))
+    assert cli_main(["compare", "b.json", "k.json"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert (
+        "WARNING: the two runs are of different configurations: k 4 -> 2 (t.py::test_a); "
+        "max_tokens 3 -> 64 (t.py::test_a)"
+    ) in out
+    save(Path("m.json"), entry(method="ngram", draft=None))
+    assert cli_main(["compare", "b.json", "m.json"]) == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert "t.py::test_a: method draft_model -> ngram" in err and "--allow-config-change" in err
+    assert cli_main(["compare", "b.json", "m.json", "--allow-config-change"]) == EXIT_OK
+    assert "method draft_model -> ngram (t.py::test_a)" in capsys.readouterr().out
+
+
+def test_compare_refuses_a_file_holding_two_results_under_one_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 2: an older baseline that two benches of one name saved into cannot be compared
+    (each new result would match the last of the two)."""
+    monkeypatch.chdir(tmp_path)
+    save(Path("twice.json"), entry(), entry(speedup=3.0))
+    save(Path("n.json"), entry(speedup=2.2))
+    assert cli_main(["compare", "twice.json", "n.json"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "baseline file twice.json: holds 2 results under the key 't.py::test_a'" in err
+    assert cli_main(["compare", "n.json", "twice.json"]) == EXIT_BAD_INPUT
+    assert "results file twice.json: holds 2 results" in capsys.readouterr().err

@@ -12,11 +12,14 @@ import pytest
 import pytest_specdecode.baselines.compare as compare_module
 from pytest_specdecode.baselines.compare import (
     DEFAULT_TOLERANCES,
+    StoredResults,
     Tolerance,
     compare_one,
     compare_runs,
     comparison_entries,
+    configuration_changes,
     environment_differences,
+    nothing_compared,
     parse_tolerances,
     too_few_rounds,
 )
@@ -250,3 +253,57 @@ def test_module_docstring_states_the_default_tolerances() -> None:
     assert compare_module.__doc__ is not None
     assert f"``{DEFAULT_TOLERANCES}``" in compare_module.__doc__
     assert all(t.relative for t in parse_tolerances(DEFAULT_TOLERANCES))
+
+
+# --- issue 43 items 3 and 4: a comparison that compares nothing, or another configuration ----
+
+
+def test_a_comparison_that_compares_nothing_says_why() -> None:
+    rng = random.Random(8)
+    a = synthetic(rng, 2.0)
+    b = changed(a, nodeid="t.py::test_b")
+
+    def why(old: list[ReportEntry], new: list[ReportEntry]) -> str | None:
+        matching = StoredResults(old).match(new)
+        return nothing_compared(matching, "the baseline b.json", "this run", "Renamed?")
+
+    assert why([], [a]) is not None and "the baseline b.json holds no results" in why([], [a])
+    assert "this run holds no results" in (why([a], []) or "")
+    assert "neither the baseline b.json nor this run holds a result" in (why([], []) or "")
+    renamed = why([a], [b]) or ""
+    assert renamed.startswith("no result of this run matches one in the baseline b.json")
+    assert "e.g. stored 't.py::test_a', new 't.py::test_b'). Renamed?" in renamed
+    assert why([a], [a, b]) is None and why([a, b], [a]) is None
+
+
+def test_a_stored_entry_of_another_configuration_is_named() -> None:
+    rng = random.Random(9)
+    a = synthetic(rng, 2.0)
+
+    def changes(new: ReportEntry, old: ReportEntry = a, **environments: Any) -> list[Any]:
+        matching = StoredResults([old]).match([new])
+        return configuration_changes(
+            matching, environments.get("before", {}), environments.get("after", {})
+        )
+
+    assert changes(a) == []
+    other = changed(a, num_speculative_tokens=2, max_tokens=64, temperature=0.8, num_prompts=4)
+    (change,) = changes(other)
+    assert change.key == "t.py::test_a" and change.incomparable == ()
+    assert change.changes == (
+        "k 4 -> 2", "max_tokens 3 -> 64", "temperature 0 -> 0.8", "prompts 8 -> 4",
+    )  # fmt: skip
+    (change,) = changes(changed(a, target="org/other", method="ngram", draft=None))
+    assert change.incomparable == (
+        "target org/target -> org/other", "method draft_model -> ngram",
+    )  # fmt: skip
+    assert change.changes == (*change.incomparable, "draft org/draft -> none")
+    # a local model folder at another path: the same weights are the same target
+    here, there = changed(a, target="/ci/a/target"), changed(a, target="/home/b/target")
+    local = {"local": True, "sha256": "aa"}
+    before = {"models": {"/ci/a/target": local}}
+    assert changes(there, here, before=before, after={"models": {"/home/b/target": local}}) == []
+    retrained = {"models": {"/home/b/target": {**local, "sha256": "bb"}}}
+    (change,) = changes(there, here, before=before, after=retrained)
+    assert change.incomparable == ()  # same folder name: the environment names the new weights
+    assert change.changes == ("target /ci/a/target -> /home/b/target",)

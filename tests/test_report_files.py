@@ -441,7 +441,7 @@ def test_cli_compare_with_no_matching_test_is_bad_input(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(
-        f"error: no test in the results file {new} matches one in the baseline file {old}"
+        f"error: no result of the results file {new} matches one in the baseline file {old}"
     )
     assert "stored 'tests/t.py::test_b', new 'other/t.py::test_b'" in err
     assert "rootdir" in err
@@ -452,7 +452,8 @@ def test_cli_compare_with_one_match_is_not_an_error(tmp_path: Path) -> None:
     new = save(tmp_path / "new.json", entry("t.py::test_a"), entry("t.py::test_c"))
     assert cli_main(["compare", str(old), str(new)]) == 0
     empty = save(tmp_path / "empty.json")
-    assert cli_main(["compare", str(empty), str(new)]) == 0  # all new: nothing to match yet
+    # an empty baseline compares nothing: refused, not a pass (issue 43, item 3)
+    assert cli_main(["compare", str(empty), str(new)]) == 2
 
 
 def test_cli_alpha_out_of_range_is_bad_input(

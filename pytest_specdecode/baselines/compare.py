@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import PurePath
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import ConfigError
@@ -39,13 +40,17 @@ __all__ = [
     "StoredResults",
     "Tolerance",
     "Verdict",
+    "ConfigurationChange",
     "check_speedup_amount",
+    "check_unique_keys",
     "compare_one",
     "compare_runs",
     "comparison_entries",
+    "configuration_changes",
     "environment_change_lines",
     "environment_differences",
     "environments_differing",
+    "nothing_compared",
     "own_environment",
     "parse_tolerances",
     "reference_of",
@@ -367,6 +372,25 @@ def check_speedup_amount(
         )
 
 
+def check_unique_keys(results: Iterable[Entry], where: str) -> None:
+    """Refuse a file (``where``) holding two results under one key: a comparison matches each
+    result with one stored entry, and could not tell which (a run made one before two
+    Benches of one name in a RunRecord were refused)."""
+    counts: dict[str, int] = {}
+    for r in results:
+        key = result_key(r)
+        counts[key] = counts.get(key, 0) + 1
+    twice = [(key, n) for key, n in counts.items() if n > 1]
+    if twice:
+        key, n = twice[0]
+        more = f" (and {len(twice) - 1} more keys)" if len(twice) > 1 else ""
+        raise ConfigError(
+            f"{where}: holds {n} results under the key {key!r}{more}, so a comparison cannot "
+            "tell which one a result matches (two benches of one name saved them); keep one "
+            "entry per key, or move the file away and save it again"
+        )
+
+
 def too_few_rounds(results: Iterable[Entry]) -> list[str]:
     """Keys of stored results with fewer rounds than the regression rule needs."""
     return [
@@ -542,3 +566,121 @@ def environment_change_lines(differing: Mapping[str, Sequence[str]], shown: int 
         f"{f' and {len(keys) - shown} more' if len(keys) > shown else ''})"
         for change, keys in differing.items()
     ]
+
+
+def nothing_compared(matching: Matching[Any], baseline: str, run: str, renamed: str) -> str | None:
+    """Why a comparison compares nothing (None: at least one result matched): ``baseline``
+    (e.g. "the baseline file b.json") or ``run`` (e.g. "this run") holds no results, or not
+    one result of the run matches a stored one (``renamed`` says why that happens). Every
+    door refuses such a comparison instead of passing with nothing compared."""
+    if any(stored is not None for _, stored in matching.pairs):
+        return None
+    if not matching.pairs and not matching.missing:
+        return f"neither {baseline} nor {run} holds a result, so nothing was compared"
+    if not matching.missing:
+        return (
+            f"{baseline} holds no results, so nothing was compared; save a baseline into it "
+            "first (a run that saves one measures the results it holds)"
+        )
+    if not matching.pairs:
+        return f"{run} holds no results, so nothing was compared with {baseline}"
+    new_keys = [result_key(r) for r, _ in matching.pairs]
+    old_keys = [result_key(r) for r in matching.missing]
+    by_test = {k.rsplit("::", 1)[-1]: k for k in old_keys}
+    stored, now = next(  # a pair with the same test name, when there is one: the usual case
+        ((by_test[k.rsplit("::", 1)[-1]], k) for k in new_keys if k.rsplit("::", 1)[-1] in by_test),
+        (old_keys[0], new_keys[0]),
+    )
+    return (
+        f"no result of {run} matches one in {baseline}, so nothing was compared "
+        f"({len(new_keys)} new, {len(old_keys)} stored; e.g. stored {stored!r}, new {now!r}). "
+        f"{renamed}"
+    )
+
+
+#: The result fields that say what a figure measures: the name messages give each, and
+#: whether a change makes the figures incomparable (another model, another proposer) rather
+#: than only different.
+CONFIGURATION: tuple[tuple[str, str, bool], ...] = (
+    ("target", "target", True),
+    ("method", "method", True),
+    ("draft", "draft", False),
+    ("num_speculative_tokens", "k", False),
+    ("max_tokens", "max_tokens", False),
+    ("temperature", "temperature", False),
+    ("num_prompts", "prompts", False),
+    ("concurrency", "concurrency", False),
+)
+
+
+@dataclass(frozen=True)
+class ConfigurationChange:
+    """How a result's configuration differs from its stored counterpart's: each field that
+    changed (``"k 4 -> 2"``), and those among them that make the figures incomparable
+    (another target or method)."""
+
+    key: str
+    changes: tuple[str, ...]
+    incomparable: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        return f"{self.key}: {', '.join(self.changes)}"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _same_model(
+    old: str | None, new: str | None, old_env: Mapping[str, Any], new_env: Mapping[str, Any]
+) -> tuple[bool, bool]:
+    """Whether two model names are the same model (a local folder moved to another path is,
+    when the environments identify it by the same weights), and whether they are at least
+    the same local folder name (weights that differ are the environment's to name)."""
+    if old == new:
+        return True, True
+    if old is None or new is None:
+        return False, False
+    before = (old_env.get("models") or {}).get(old) or {}
+    after = (new_env.get("models") or {}).get(new) or {}
+    if before.get("sha256") and before.get("sha256") == after.get("sha256"):
+        return True, True
+    local = bool(before.get("local") and after.get("local"))
+    return False, local and PurePath(old).name == PurePath(new).name
+
+
+def configuration_changes(
+    matching: Matching[Entry],
+    stored_environment: Mapping[str, Any] | None,
+    new_environment: Mapping[str, Any] | None,
+) -> list[ConfigurationChange]:
+    """How each matched result's configuration (:data:`CONFIGURATION`) differs from its
+    stored entry's, in order; results of the same configuration are left out.
+    ``stored_environment`` and ``new_environment`` are the two files' top-level environments
+    (each entry's own wins, :func:`own_environment`): they tell a model folder that moved from
+    another model."""
+    found = []
+    for new, stored in matching.pairs:
+        if stored is None:
+            continue
+        old_env = own_environment(stored, stored_environment)
+        new_env = own_environment(new, new_environment)
+        changes, incomparable = [], []
+        for name, shown, refuses in CONFIGURATION:
+            before, after = getattr(stored.result, name), getattr(new.result, name)
+            if name in ("target", "draft"):
+                same, alike = _same_model(before, after, old_env, new_env)
+                if same:
+                    continue
+                refuses = refuses and not alike
+            elif before == after:
+                continue
+            change = f"{shown} {_shown(before)} -> {_shown(after)}"
+            changes.append(change)
+            if refuses:
+                incomparable.append(change)
+        if changes:
+            found.append(ConfigurationChange(result_key(new), tuple(changes), tuple(incomparable)))
+    return found
