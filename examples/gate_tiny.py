@@ -18,12 +18,14 @@ mode.add_argument("--compare", metavar="BASELINE", help="compare this run with t
 args = parser.parse_args()
 
 # The plugin's options as keywords; paths and the baseline are checked before anything starts.
-record = RunRecord(
+# Leaving the block writes the files; should the script fail inside it, what was measured is
+# still written and the script exits 3 (Ctrl-C: 130), never 0 or 1.
+with RunRecord(
     report="run.json", html="run.html", save=args.save, compare=args.compare,
     compare_fail="speedup:10%", baseline_trials=20,
-)  # fmt: skip
-models = tiny_models()  # a trained target and a one-layer draft; no download
-draft = {"method": "draft_model", "model": str(models.draft), "num_speculative_tokens": 4}
-with record.bench(str(models.target), draft, ENGINE_KWARGS, name="tiny-draft") as bench:
-    bench.run(prompts("structured", 4, seed=1), max_tokens=32, label="structured")
-sys.exit(record.finish())  # writes the files; 1 when a figure regressed against the baseline
+) as record:  # fmt: skip
+    models = tiny_models()  # a trained target and a one-layer draft; no download
+    draft = {"method": "draft_model", "model": str(models.draft), "num_speculative_tokens": 4}
+    with record.bench(models.target, draft, ENGINE_KWARGS, name="tiny-draft") as bench:
+        bench.run(prompts("structured", 4, seed=1), max_tokens=32, label="structured")
+sys.exit(record.status)  # 0; 1 when a figure regressed against the baseline; 2 bad input

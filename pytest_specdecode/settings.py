@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,6 +130,18 @@ def _string(value: Any, source: str) -> str:
     return value.strip()
 
 
+def _path(value: Any, source: str) -> str:
+    """A file path (or a model's path or name): a string or an ``os.PathLike`` such as a
+    ``pathlib.Path``."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"{source}: expected a path (a non-empty string or a pathlib.Path), got {value!r}"
+        )
+    return value.strip()
+
+
 def _url(value: Any, source: str) -> str:
     """The root URL of a running vLLM server: http(s), a host, no query (a trailing / is
     dropped)."""
@@ -193,7 +206,8 @@ def _exports(value: Any, source: str) -> tuple[tuple[str, str], ...]:
     """``FORMAT=PATH[,FORMAT=PATH]`` (or a dict of them): each export format and its file
     (the format names are checked against the export table when the outputs are)."""
     if isinstance(value, Mapping):
-        pairs = [(str(k), v) for k, v in value.items()]
+        pairs = [(str(k), os.fspath(v) if isinstance(v, os.PathLike) else v)
+                 for k, v in value.items()]  # fmt: skip
     else:
         pairs = []
         for part in (p.strip() for p in str(value).split(",")):
@@ -218,7 +232,7 @@ def _exports(value: Any, source: str) -> tuple[tuple[str, str], ...]:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("target", "target model (path or name) for both engines", _string),
+    Setting("target", "target model (path or name) for both engines", _path),
     Setting(
         "speculative_config",
         "speculative config as JSON, the dict vLLM's --speculative-config takes",
@@ -275,11 +289,11 @@ SETTINGS: tuple[Setting, ...] = (
         _positive_float,
         default=0.03,
     ),
-    Setting("report", "write a JSON report of every result to this path", _string),
+    Setting("report", "write a JSON report of every result to this path", _path),
     Setting(
         "html",
         "write a self-contained HTML report with charts to this path (needs matplotlib)",
-        _string,
+        _path,
     ),
     Setting(
         "export",
@@ -344,8 +358,8 @@ SETTINGS: tuple[Setting, ...] = (
         _positive_int,
         default=1,
     ),
-    Setting("save", "save this run's results (the report format) to this path", _string),
-    Setting("compare", "compare every result with the results saved in this file", _string),
+    Setting("save", "save this run's results (the report format) to this path", _path),
+    Setting("compare", "compare every result with the results saved in this file", _path),
     Setting(
         "compare_fail",
         "tolerated drops, e.g. speedup:10%,acceptance_rate:0.05 (above 0; relative with %, "
@@ -357,6 +371,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "strict_environment",
         "comparing with results from another device, vLLM or model is an error, not a warning",
+        _bool,
+        default=False,
+        flag=True,
+    ),
+    Setting(
+        "allow_config_change",
+        "compare results with baseline entries of another target or speculative method (the "
+        "change is intended); without it those are not compared, and other changes (draft, k, "
+        "max_tokens, temperature, prompts, concurrency) are named in a warning",
         _bool,
         default=False,
         flag=True,

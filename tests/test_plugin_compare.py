@@ -398,3 +398,69 @@ def test_saving_into_the_same_file_measures_the_variance_between_sessions(
     fake.speedup = 1.6
     result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
     result.assert_outcomes(passed=2)
+
+
+# --- issue 43 ----------------------------------------------------------------------------------
+
+FAILS_BEFORE_MEASURING = """
+import pytest
+
+SPEC = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}
+
+@pytest.mark.specdecode("structured", target="org/target", speculative_config=SPEC)
+def test_a(specdecode):
+    raise RuntimeError("the engine's counters restarted")
+"""
+
+
+def test_an_empty_baseline_or_a_run_that_measured_nothing_fails_the_comparison(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    """Item 3: nothing compared is not a pass."""
+    (pytester.path / "empty.json").write_text(
+        '{"format_version": 1, "results": [], "environment": {}}'
+    )
+    result = pytester.runpytest_inprocess("--specdecode-compare", "empty.json")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ERROR: the baseline empty.json holds no results*"])
+    assert pytester.runpytest_inprocess("--specdecode-save", "base.json").ret == 0
+    pytester.makepyfile(test_suite=FAILS_BEFORE_MEASURING)
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ERROR: this run holds no results, so nothing was compared*"])
+
+
+def test_a_baseline_of_another_method_fails_unless_the_change_is_intended(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    """Item 4."""
+    assert pytester.runpytest_inprocess("--specdecode-save", "base.json").ret == 0
+    pytester.makepyfile(test_suite=SUITE.replace('"max_tokens=4"', "").replace(
+        '{"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 4}',
+        '{"method": "ngram", "num_speculative_tokens": 4}',
+    ))  # fmt: skip
+    result = pytester.runpytest_inprocess("--specdecode-compare", "base.json")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*test_a: not compared: its baseline entry is of another configuration (method "
+        "draft_model -> ngram)*give --specdecode-allow-config-change if the change is intended",
+    ])  # fmt: skip
+    result = pytester.runpytest_inprocess(
+        "--specdecode-compare", "base.json", "--specdecode-allow-config-change"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*another configuration*method draft_model -> ngram*"])
+
+
+def test_a_run_that_measured_nothing_replaces_a_stale_report(
+    pytester: pytest.Pytester, fake: FakeSource
+) -> None:
+    """Item 9: the report says nothing was measured; the one from an earlier run is gone."""
+    assert pytester.runpytest_inprocess("--specdecode-report", "rep.json").ret == 0
+    pytester.makepyfile(test_suite=FAILS_BEFORE_MEASURING)
+    result = pytester.runpytest_inprocess("--specdecode-report", "rep.json")
+    result.assert_outcomes(failed=1)
+    report = load(pytester.path / "rep.json")
+    assert report["results"] == [] and report["session"]["nothing_measured"]
+    result.stdout.fnmatch_lines(["*WARNING: nothing was measured*", "results written to rep.json"])

@@ -224,7 +224,9 @@ def test_a_compare_where_nothing_matches_is_an_error(
     result = pytester.runpytest_inprocess("--specdecode-compare", "b.json")
     result.assert_outcomes(passed=3)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*ERROR: no result of this run matched the baseline b.json*"])
+    result.stdout.fnmatch_lines(
+        ["*ERROR: no result of this run matches one in the baseline b.json*"]
+    )
 
 
 def test_result_keys_match_across_a_moved_rootdir() -> None:

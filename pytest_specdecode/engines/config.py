@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -204,7 +205,7 @@ def _refuse_unknown(
 
 
 def engine_pair(
-    target: str | None,
+    target: str | os.PathLike[str] | None,
     speculative_config: Mapping[str, Any] | None,
     engine_kwargs: Mapping[str, Any],
     *,
@@ -216,7 +217,10 @@ def engine_pair(
     vLLM: a target and a speculative config are required (a served pair may leave both to its
     servers), engine_kwargs hold neither, and local ones name arguments and folders the
     installed vLLM accepts. ``where(name)`` says where a value came from; ``hint`` is how to
-    give a missing one, with ``{option}`` and ``{name}`` filled in."""
+    give a missing one, with ``{option}`` and ``{name}`` filled in. A target may be a path
+    object (``pathlib.Path``)."""
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
     for name, value, example in (
         ("target", target, ""),
         ("speculative_config", speculative_config,

@@ -11,6 +11,7 @@ The ``specdecode`` fixture is a thin adapter over a ``Bench`` per test.
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -88,7 +89,10 @@ Product = Result | LoadResult | Sweep | ScheduleCheck | Ranking | DistributionCh
 class Sink(Protocol):
     """Where a Bench hands each product as it is made (a
     :class:`~pytest_specdecode.run.record.RunRecord`, which reports, saves and compares
-    them): ``bench`` is the Bench that made it (its engine facts and time spent)."""
+    them): ``bench`` is the Bench that made it (its engine facts and time spent). A sink that
+    takes the products of several Benches may also have ``held(name, call) -> set[str]``: the
+    labels of the results (``call="load"``: loads) it holds under that name, which a Bench of
+    that name then refuses as it refuses its own (two workloads under one key)."""
 
     def take(self, product: Product, bench: Bench) -> None: ...
 
@@ -169,7 +173,7 @@ class Bench:
 
     def __init__(
         self,
-        target: str | None = None,
+        target: str | os.PathLike[str] | None = None,
         speculative_config: Mapping[str, Any] | None = None,
         engine_kwargs: Mapping[str, Any] | None = None,
         *,
@@ -388,21 +392,20 @@ class Bench:
     ) -> str:
         """The key suffix of the next result of ``call`` (``run``, or ``load`` with a key space
         of its own): ``label``, or automatically ``""`` for the first and ``#n`` (the next free
-        n) after it. A key this Bench stored already is refused: two workloads under one key
-        would be merged and compared as one."""
+        n) after it. A key this Bench stored already, or that the sink holds from another
+        Bench of the same name, is refused: two workloads under one key would be merged and
+        compared as one."""
         __tracebackhide__ = True
         made: Sequence[Result | LoadResult] = self.loads if call == "load" else self.results
         taken = {r.label for r in made} if taken is None else taken
         if label is None:
-            if not made:
-                return ""
             n = len(made) + 1
             while f"#{n}" in taken:
                 n += 1
-            return f"#{n}"
-        if not isinstance(label, str):
+            label = f"#{n}" if made else ""
+        elif not isinstance(label, str):
             raise ConfigError(f"{call}(label=...): expected a string, got {label!r:.80}")
-        if label in taken:
+        elif label in taken:
             key = f"{self.name}[{label}]" if label else self.name
             raise ConfigError(
                 f"{self.name}: {call}(label={label!r}): this test already stored a "
@@ -410,21 +413,37 @@ class Bench:
                 f'{call}() of a test a distinct label, e.g. {call}(..., label="short") and '
                 f'{call}(..., label="long")'
             )
+        self._claim_all(call, [label], f"or give each {call}() a distinct label")
         return label
+
+    def _held(self, call: str) -> set[str]:
+        """The labels of the results (``call="load"``: loads) that the sink holds under this
+        Bench's name (:class:`Sink`): another Bench of the same name made them."""
+        held = getattr(self._sink, "held", None)
+        return set() if held is None else set(held(self.name, call))
 
     def _claim_all(self, call: str, labels: Sequence[str], fix: str) -> None:
         """Refuse, before any engine starts, a ``call`` whose results would be stored under
         keys this test holds already (two workloads under one key would be merged and
         compared as one); ``fix`` says what to change."""
         __tracebackhide__ = True
-        taken = {r.label for r in self.results}
+        own = set() if call == "load" else {r.label for r in self.results}
+        held = self._held("load" if call == "load" else "run")
         for name in labels:
-            if name in taken:
+            key = f"{self.name}[{name}]" if name else self.name
+            if name in own:
                 by = self._origin.get(name, f"run(label={name!r})")
-                key = f"{self.name}[{name}]"
                 raise ConfigError(
                     f"{self.name}: {call}(): its result {name!r} would be stored under the key "
                     f"{key!r}, which this test's earlier {by} holds; {fix}"
+                )
+            if name in held:
+                what = "load" if call == "load" else "result"
+                raise ConfigError(
+                    f"{self.name}: {call}(): its {what} would be stored under the key {key!r}, "
+                    f"which another Bench named {self.name!r} holds in the same record (two "
+                    "workloads under one key would be saved and compared as one); give each "
+                    f'Bench its own name, e.g. record.bench(..., name="ngram"); {fix}'
                 )
 
     @staticmethod

@@ -10,6 +10,7 @@ import pytest
 from ..baselines.report import ReportEntry
 from ..errors import ConfigError, GateError, InconclusiveError
 from ..measure.assertions import check_gates, check_load_gates
+from ..run.record import NOTHING_MEASURED
 from ..settings import SETTINGS, load_global
 from .fixtures import SESSION_KEY, baseline_engine, specdecode, speculative_engine
 from .marker import MARKER, MARKER_DOC, marker_category, resolve
@@ -238,11 +239,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             output = getattr(session.config, "workeroutput", {})
             output[WORKEROUTPUT_KEY] = to_wire(state.worker_output())
             return
-        if state.produced and not state.write(
-            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
-        ):
+        # written also when nothing was measured: the report says so, no file of an earlier
+        # run is left to pass for this one's
+        if not state.write(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
-        unmatched = state.nothing_matched()
+        unmatched = state.nothing_compared()
         if unmatched is not None:
             state.output_errors.append(unmatched)
         if state.output_errors and session.exitstatus == pytest.ExitCode.OK:
@@ -253,7 +254,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
-    if state is None or not state.produced:
+    if state is None:
+        return
+    if not state.produced:
+        _nothing_measured_summary(terminalreporter, state)
         return
     from ..reporting.checklist import checklists
     from ..reporting.table import printable, sizing_lines, summary_lines
@@ -278,11 +282,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for checklist in checklists(report):
         for line in checklist.text():
             terminalreporter.write_line(printable(line))
-    for name, path in state.written:
-        what = "baseline updated" if name == "baseline" else "results written to"
-        terminalreporter.write_line(f"{what} {path}" if name != "baseline" else f"{what}: {path}")
-    for error in state.output_errors:
-        terminalreporter.write_line(f"ERROR: {error}", red=True, bold=True)
+    _file_lines(terminalreporter, state)
     if state.baseline is not None or state.settings.get("update_baseline"):
         _comparison_summary(terminalreporter, state)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -298,6 +298,30 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             )
 
 
+def _file_lines(terminalreporter: pytest.TerminalReporter, state: SpecDecodeSession) -> None:
+    """What happened to each output file, and the errors."""
+    for name, path in state.written:
+        what = "baseline updated" if name == "baseline" else "results written to"
+        terminalreporter.write_line(f"{what} {path}" if name != "baseline" else f"{what}: {path}")
+    for notice in state.notices:
+        terminalreporter.write_line(notice, yellow=True)
+    for error in state.output_errors:
+        terminalreporter.write_line(f"ERROR: {error}", red=True, bold=True)
+
+
+def _nothing_measured_summary(
+    terminalreporter: pytest.TerminalReporter, state: SpecDecodeSession
+) -> None:
+    """A run that measured nothing, where it was asked to write or compare: say so, and what
+    became of each file."""
+    asked = state.written or state.notices or state.output_errors or state.baseline is not None
+    if not asked:
+        return
+    terminalreporter.write_sep("=", "speculative decoding summary")
+    terminalreporter.write_line(f"WARNING: {NOTHING_MEASURED}", yellow=True, bold=True)
+    _file_lines(terminalreporter, state)
+
+
 def _comparison_summary(
     terminalreporter: pytest.TerminalReporter, state: SpecDecodeSession
 ) -> None:
@@ -308,6 +332,13 @@ def _comparison_summary(
         terminalreporter.write_line(
             "WARNING: the baseline comes from another environment: "
             + printable("; ".join(state.environment_changes)),
+            yellow=True,
+            bold=True,
+        )
+    if state.configuration_lines:
+        terminalreporter.write_line(
+            "WARNING: compared with baseline entries of another configuration: "
+            + printable("; ".join(state.configuration_lines)),
             yellow=True,
             bold=True,
         )

@@ -23,6 +23,7 @@ class SpecDecodeSession(RunRecord):
     """What the plugin carries through a pytest session (stored in ``config.stash``)."""
 
     RENAMED = "The tests were renamed or pytest's rootdir differs from the saving run's"
+    ALLOW_CONFIG_CHANGE = "--specdecode-allow-config-change"
 
     def __init__(
         self,

@@ -2,10 +2,14 @@
 its comparison with a saved baseline, and the files written from it (JSON report, saved run,
 HTML page, exports, updated baseline), with or without pytest::
 
-    record = RunRecord(report="run.json", html="run.html", compare="baseline.json")
-    with record.bench(target, speculative_config) as bench:
-        bench.run(prompts, max_tokens=64, label="json")
-    sys.exit(record.finish())   # 1 when a figure regressed against the baseline
+    with RunRecord(report="run.json", html="run.html", compare="baseline.json") as record:
+        with record.bench(target, speculative_config) as bench:
+            bench.run(prompts, max_tokens=64, label="json")
+    sys.exit(record.status)   # 1 when a figure regressed against the baseline
+
+Leaving the ``with`` block finishes the record (:meth:`RunRecord.finish`); an exception
+inside it still writes what was measured, then ends the script with :data:`EXIT_CRASH`
+(Ctrl-C: the ``KeyboardInterrupt`` goes on, exit status 130).
 
 Keywords take the plugin options' names and parsers (``save``, ``compare_fail``,
 ``update_baseline``, ...). The plugin session is a ``RunRecord`` with pytest's state on top.
@@ -16,9 +20,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 from ..baselines import files as report_files
@@ -30,9 +36,12 @@ from ..baselines.compare import (
     Tolerance,
     Verdict,
     check_speedup_amount,
+    check_unique_keys,
+    configuration_changes,
     detectable_drops,
     environment_change_lines,
     environments_differing,
+    nothing_compared,
     parse_tolerances,
     reference_of,
     result_key,
@@ -58,10 +67,16 @@ from ..measure.timing import TimeSpent
 from ..settings import BY_NAME, MIN_BASELINE_ROUNDS, GlobalSettings, parse_keywords
 from .outputs import check_outputs, planned, with_checklist
 
-#: Exit statuses (a script's ``sys.exit(record.finish())`` and ``python -m
+#: Exit statuses (a script's ``sys.exit(record.status)`` and ``python -m
 #: pytest_specdecode``): nothing regressed; a figure regressed against the baseline; bad input
-#: or an output that could not be written; the command crashed.
+#: (an output that could not be written, a baseline that does not fit the run, nothing
+#: measured or nothing compared); the command or script crashed; a script stopped by Ctrl-C
+#: (the shell's status for SIGINT).
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_CRASH = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+
+#: What a report says when the run measured nothing (its ``session.nothing_measured``).
+NOTHING_MEASURED = "nothing was measured: no result, load or check was made"
 
 #: What a run makes besides results, by report key, and the type of each.
 PRODUCTS: dict[str, type] = {
@@ -83,6 +98,7 @@ RECORD_SETTINGS = (
     "compare_fail",
     "update_baseline",
     "strict_environment",
+    "allow_config_change",
     "baseline_trials",
     "baseline_max_trials",
     "compare_max_trials",
@@ -99,11 +115,14 @@ class RunRecord:
     ``settings`` (parsed plugin options) or keywords (:data:`RECORD_SETTINGS`, parsed and
     checked as the options are: unwritable paths and an unreadable baseline are refused now,
     before anything runs). Benches made by :meth:`bench` (or given ``sink=record``) hand it
-    what they make.
+    what they make. As a context manager it finishes when its block ends and keeps what was
+    measured when the block raises (:meth:`__exit__`); :attr:`status` is the exit status.
     """
 
     #: Why results may fail to match the baseline (in the "nothing matched" error).
     RENAMED = "The benches or their run labels were renamed since the baseline was saved"
+    #: How a message names the setting that compares across configurations on purpose.
+    ALLOW_CONFIG_CHANGE = "RunRecord(allow_config_change=True)"
 
     def __init__(
         self,
@@ -143,6 +162,16 @@ class RunRecord:
         #: output files that could not be written, and (what, path) of those written
         self.output_errors: list[str] = []
         self.written: list[tuple[str, str]] = []
+        #: what happened to an output besides being written (removed, not updated)
+        self.notices: list[str] = []
+        #: results kept from being compared (another environment with strict_environment,
+        #: another target or method without allow_config_change), with why
+        self.not_compared: list[str] = []
+        #: each way a compared baseline entry's configuration differs from its result's, with
+        #: the keys of the results it concerns
+        self.configuration_keys: dict[str, list[str]] = {}
+        #: the exit status, once :meth:`finish` (or leaving the ``with`` block) decided it
+        self.status: int | None = None
         self._compared: set[tuple[str, str]] = set()
         self._environment: dict[str, Any] | None = None
         self.baseline: dict[str, Any] | None = None
@@ -173,6 +202,7 @@ class RunRecord:
             self.baseline = report_files.load(path, "baseline file")
         assert self.baseline is not None  # (it exists)
         stored = Report.from_dict(self.baseline, f"baseline file {path}")
+        check_unique_keys(stored.results, f"{BY_NAME['compare'].option} {path}")
         self._baseline_environment = stored.environment
         self._stored = StoredResults(stored.results)
         check_speedup_amount(
@@ -250,7 +280,7 @@ class RunRecord:
     # -- what the benches make -----------------------------------------------------------------
     def bench(
         self,
-        target: str | None = None,
+        target: str | os.PathLike[str] | None = None,
         speculative_config: Mapping[str, Any] | None = None,
         engine_kwargs: Mapping[str, Any] | None = None,
         *,
@@ -260,16 +290,32 @@ class RunRecord:
     ) -> Bench:
         """A :class:`~pytest_specdecode.measure.bench.Bench` whose products this record takes:
         its runs go on until the regression rule decides against the baseline, and take
-        ``baseline_trials`` rounds when saving. Keywords are the Bench's."""
+        ``baseline_trials`` rounds when saving. Keywords are the Bench's (``progress``
+        defaults to the record's); ``sink``, ``reference`` and ``plan`` are the record's own.
+        Two Benches of one name are refused a key the other holds (:meth:`held`)."""
+        for own in ("sink", "reference", "plan"):
+            if own in kwargs:
+                raise TypeError(
+                    f"RunRecord.bench({own}=...): set by the record (its Benches hand it their "
+                    "products and compare with its baseline); make a Bench(...) for your own"
+                )
         if trials is None:
             trials = int(BY_NAME["trials"].default)
+        progress = kwargs.pop("progress", self.progress)
         bench = Bench(
             target, speculative_config, engine_kwargs, name=name, sink=self,
-            reference=lambda label: self.reference(name, label), progress=self.progress,
+            reference=lambda label: self.reference(name, label), progress=progress,
             trials=self.trials(trials), plan=self.plan(), **kwargs,
         )  # fmt: skip
         self.benches.append(bench)
         return bench
+
+    def held(self, name: str, call: str) -> set[str]:
+        """The labels of the results (``call="load"``: loads) held under ``name``: a Bench of
+        that name refuses them as it refuses its own (two workloads under one key would be
+        saved and compared as one)."""
+        made: list[Result] | list[LoadResult] = self.loads if call == "load" else self.results
+        return {p.label for p in made if p.nodeid == name}
 
     def take(self, product: Product, bench: Bench) -> None:
         """A Bench made ``product`` (a result, load, sweep, ranking or check)."""
@@ -380,11 +426,13 @@ class RunRecord:
         return self._environment
 
     def report_session(self) -> dict[str, Any]:
-        """The report's ``session`` part: engine starts and where the wall time went."""
+        """The report's ``session`` part: engine starts and where the wall time went (and
+        ``nothing_measured`` when the run made nothing)."""
         spent = self.time_spent()
         wall = time.time() - self.started
         other = None if self.remote_time else round(wall - spent.accounted_seconds, 3)
-        return {
+        nothing = {} if self.produced else {"nothing_measured": NOTHING_MEASURED}
+        return nothing | {
             "started": datetime.fromtimestamp(self.started, UTC).isoformat(timespec="seconds"),
             "engine_starts": spent.engine_starts,
             "engine_start_seconds": round(spent.start_seconds, 3),
@@ -435,7 +483,8 @@ class RunRecord:
     # -- the comparison --------------------------------------------------------------------------
     def check_regressions(self, nodeid: str | None = None) -> list[str]:
         """Compare results not compared yet (a test's, or all) with the baseline; returns
-        the failure messages (a regression, or a result kept from being compared)."""
+        the failure messages (a result kept from being compared, also in
+        :attr:`not_compared`, or a regression)."""
         if self.baseline is None:
             return []
         fresh = [
@@ -445,16 +494,48 @@ class RunRecord:
         ]
         self._compared.update(r.key for r in fresh)
         matching = self._stored.match([ReportEntry(r) for r in fresh])
-        refused = self._environment_refused(matching)
-        kept = Matching([(r, s) for r, s in matching.pairs if result_key(r) not in refused])
+        environment = self._environment_refused(matching)
+        configuration = self._configuration_refused(matching)
+        refused = [
+            f"{key}: not compared: its baseline entry was measured in another environment "
+            f"({'; '.join(changes)}) and {BY_NAME['strict_environment'].option} is set"
+            for key, changes in environment.items()
+        ] + [
+            f"{key}: not compared: its baseline entry is of another configuration "
+            f"({', '.join(changes)}), whose figures are not this run's to compare with; save a "
+            f"baseline of this configuration, or give {self.ALLOW_CONFIG_CHANGE} if the change "
+            "is intended"
+            for key, changes in configuration.items()
+        ]
+        self.not_compared.extend(refused)
+        out = set(environment) | set(configuration)
+        kept = Matching([(r, s) for r, s in matching.pairs if result_key(r) not in out])
         verdicts = verdicts_for(kept, self.tolerances)
         with_detectable(verdicts, kept, self.tolerances, self._compared_limit)
         self.verdicts.extend(verdicts)
-        return [
-            f"{key}: not compared: its baseline entry was measured in another environment "
-            f"({'; '.join(changes)}) and {BY_NAME['strict_environment'].option} is set"
-            for key, changes in refused.items()
-        ] + ["regression: " + v.describe() for v in verdicts if v.status == "regressed"]
+        return refused + [
+            "regression: " + v.describe() for v in verdicts if v.status == "regressed"
+        ]
+
+    def _configuration_refused(self, matching: Matching[Entry]) -> dict[str, list[str]]:
+        """Warn when a matched baseline entry is of another configuration than its result
+        (:func:`~pytest_specdecode.baselines.compare.configuration_changes`, naming each field
+        that differs); returns the keys of the results whose entry has another target or
+        method, with those changes, unless ``allow_config_change`` is set."""
+        assert self.baseline is not None
+        changes = configuration_changes(matching, self._baseline_environment, self.environment())
+        for change in changes:
+            self.progress(
+                f"WARNING: comparing with a baseline entry of another configuration: "
+                f"{change.text()}"
+            )
+            for text in change.changes:
+                known = self.configuration_keys.setdefault(text, [])
+                if change.key not in known:
+                    known.append(change.key)
+        if self.settings.get("allow_config_change"):
+            return {}
+        return {c.key: list(c.incomparable) for c in changes if c.incomparable}
 
     def _environment_refused(self, matching: Matching[Entry]) -> dict[str, list[str]]:
         """Warn (once per difference) when a matched baseline entry was measured in another
@@ -480,6 +561,11 @@ class RunRecord:
         """How the compared baseline entries' environments differ from this run's."""
         return environment_change_lines(self.environment_keys)
 
+    @property
+    def configuration_lines(self) -> list[str]:
+        """How the compared baseline entries' configurations differ from their results'."""
+        return environment_change_lines(self.configuration_keys)
+
     def matching(self) -> Matching[Entry] | None:
         """Every result against the baseline (None without a baseline)."""
         if self.baseline is None:
@@ -496,37 +582,45 @@ class RunRecord:
         """Whether a figure regressed against the baseline."""
         return any(v.status == "regressed" for v in self.verdicts)
 
-    def nothing_matched(self) -> str | None:
-        """Why the comparison compared nothing (no result matched the baseline), or None."""
+    def nothing_compared(self) -> str | None:
+        """Why the comparison compared nothing, or None (:func:`~pytest_specdecode.baselines.
+        compare.nothing_compared`: the baseline or this run holds no results, or not one
+        matched). An empty baseline being updated is filled, not compared."""
         from ..reporting.table import printable
 
         matching = self.matching()
-        if matching is None or not matching.nothing_matched:
+        if matching is None or (self.settings.get("update_baseline") and not self._stored.results):
             return None
-        new = printable(result_key(matching.pairs[0][0]))
-        stored = printable(result_key(matching.missing[0]))
-        return (
-            f"no result of this run matched the baseline {self.settings.get('compare')}: e.g. "
-            f"this run's '{new}' against the stored '{stored}'. {self.RENAMED}; nothing was "
-            "compared"
+        why = nothing_compared(
+            matching, f"the baseline {self.settings.get('compare')}", "this run", self.RENAMED
         )
+        return None if why is None else printable(why)
 
     # -- the files -------------------------------------------------------------------------------
-    def write(self, *, interrupted: bool = False) -> bool:
+    def write(self, *, interrupted: bool = False, ended: str = "was interrupted") -> bool:
         """Write every requested file; one that fails is recorded in :attr:`output_errors`
         and does not stop the others. Ctrl-C stops the writing: the file being written keeps
         its previous content (writes are atomic), every file not written is named, and False
-        is returned. An interrupted run does not update the baseline."""
-        report = with_checklist(self.as_report())
+        is returned. An interrupted run (how it ``ended``) does not update the baseline.
+
+        A run that measured nothing writes a report (and HTML page) saying so, removes an
+        export left from an earlier run, leaves the saved run as it was, and never writes an
+        empty baseline: no file it leaves can pass for this run's."""
         writers = [(p.name, p.path, p.write) for p in planned(self.settings)]
+        if not self.produced:
+            writers = [w for w in writers if self._nothing_to_write(w[0], w[1])]
         if self.settings.get("update_baseline"):
             compare = self.settings.get("compare")
             if interrupted:
-                self.output_errors.append(
-                    f"baseline {compare} NOT updated: the run was interrupted"
-                )
+                self.output_errors.append(f"baseline {compare} NOT updated: the run {ended}")
+            elif not self.results:
+                why = "nothing was measured" if not self.produced else "this run made no result"
+                self.output_errors.append(f"baseline {compare} NOT updated: {why}")
             else:
                 writers.append(("baseline", compare, _update_baseline))
+        if not writers:
+            return True
+        report = with_checklist(self.as_report())
         for index, (name, path, write) in enumerate(writers):
             try:
                 write(path, report)
@@ -542,18 +636,54 @@ class RunRecord:
                 self.written.append((name, path))
         return True
 
+    def _nothing_to_write(self, name: str, path: str) -> bool:
+        """Whether output ``name`` is written when the run measured nothing: the report and
+        the HTML page are (they say so); a saved run is left as it was; an export from an
+        earlier run is removed (there is nothing to export, and it must not pass for this
+        run's figures)."""
+        if name in ("report", "html"):
+            return True
+        if name == "save":
+            self.notices.append(f"saved run {path} NOT updated: {NOTHING_MEASURED}")
+        elif os.path.islink(path) or os.path.isfile(path):
+            try:
+                os.unlink(path)
+            except OSError as exc:
+                self.output_errors.append(
+                    f"{name} {path} is left from an earlier run and could not be removed "
+                    f"({exc.strerror or exc}): {NOTHING_MEASURED}"
+                )
+            else:
+                self.notices.append(f"removed {path} ({name}, from an earlier run): "
+                                    f"{NOTHING_MEASURED}")  # fmt: skip
+        return False
+
     def finish(self) -> int:
         """A script's end: compare what was not compared yet, write every requested file, say
-        what regressed and what was written, and return the exit status: :data:`EXIT_OK`,
-        :data:`EXIT_REGRESSED` when a figure regressed (or a result was kept from being
-        compared), :data:`EXIT_BAD_INPUT` when a file could not be written or nothing matched
-        the baseline."""
+        what regressed and what was written, and return the exit status (also kept in
+        :attr:`status`; a second call returns it and does nothing more): :data:`EXIT_OK`,
+        :data:`EXIT_REGRESSED` when a figure regressed, :data:`EXIT_BAD_INPUT` when a file
+        could not be written, a result was kept from being compared (another environment with
+        ``strict_environment``, another target or method without ``allow_config_change``),
+        nothing was compared with the baseline, or nothing was measured."""
+        if self.status is not None:
+            return self.status
         failures = self.check_regressions()
-        if self.produced or self.settings.get("update_baseline"):
-            self.write()
-        unmatched = self.nothing_matched()
+        self.write()
+        unmatched = self.nothing_compared()
         if unmatched is not None:
             self.output_errors.append(unmatched)
+        self._say_end(failures)
+        if not self.produced:
+            self.progress(f"ERROR: {NOTHING_MEASURED}")
+        if self.output_errors or self.not_compared or not self.produced:
+            self.status = EXIT_BAD_INPUT
+        else:
+            self.status = EXIT_REGRESSED if self.regressed else EXIT_OK
+        return self.status
+
+    def _say_end(self, failures: list[str]) -> None:
+        """Say what the comparison found and what happened to each file."""
         for change in self.environment_changes:
             self.progress(f"WARNING: the baseline comes from another environment: {change}")
         for failure in failures:
@@ -562,11 +692,52 @@ class RunRecord:
             self.progress(f"missing from this run: {key}")
         for name, path in self.written:
             self.progress(f"baseline updated: {path}" if name == "baseline" else f"wrote {path}")
+        for notice in self.notices:
+            self.progress(notice)
         for error in self.output_errors:
             self.progress(f"ERROR: {error}")
-        if self.output_errors:
-            return EXIT_BAD_INPUT
-        return EXIT_REGRESSED if failures else EXIT_OK
+
+    # -- a script's with block -------------------------------------------------------------------
+    def __enter__(self) -> RunRecord:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Leaving the block finishes the record (:meth:`finish`; its status in
+        :attr:`status`). Leaving it by an exception keeps what was measured, as the plugin
+        keeps an interrupted run: the report, saved run, HTML page and exports are written
+        (the baseline is not updated), and then a ``KeyboardInterrupt`` goes on (exit status
+        130, :data:`EXIT_INTERRUPTED`) and any other exception, its traceback printed, ends
+        the script with :data:`EXIT_CRASH` (``SystemExit``), so that a crash never reads as a
+        pass or a regression."""
+        if exc is None:
+            self.finish()
+            return
+        if self.status is not None:  # finished inside the block
+            return
+        if isinstance(exc, KeyboardInterrupt):
+            ended, self.status = "was interrupted (KeyboardInterrupt)", EXIT_INTERRUPTED
+        elif isinstance(exc, Exception):
+            traceback.print_exception(exc, file=sys.stderr)
+            ended, self.status = f"crashed ({type(exc).__name__}: {exc})", EXIT_CRASH
+        else:  # SystemExit, GeneratorExit: the script ends early on its own
+            ended, self.status = f"ended early ({type(exc).__name__})", EXIT_CRASH
+        try:
+            failures = self.check_regressions()
+        except Exception:  # noqa: BLE001 - the comparison must not cost the files
+            failures = []
+        self.write(interrupted=True, ended=ended)
+        self._say_end(failures)
+        self.progress(
+            f"ERROR: the script {ended}: what it measured is in the files above; exit status "
+            f"{self.status}"
+        )
+        if self.status == EXIT_CRASH and isinstance(exc, Exception):
+            raise SystemExit(EXIT_CRASH) from exc
 
 
 def _update_baseline(path: str, report: Report) -> None:
