@@ -136,16 +136,11 @@ def result_key(result: Entry | Result | Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class Matching(Generic[E]):
     """Each new result paired with its stored counterpart (None: new), and the stored results
-    that no new result matched (missing)."""
+    that no new result matched (missing); :func:`nothing_compared` says why one that paired
+    nothing compares nothing."""
 
     pairs: list[tuple[E, E | None]]
     missing: list[E] = field(default_factory=list)
-
-    @property
-    def nothing_matched(self) -> bool:
-        """Both sides hold results and not one pair matched: the comparison is off (test ids
-        renamed, or another rootdir), not a pass."""
-        return bool(self.pairs) and bool(self.missing) and all(s is None for _, s in self.pairs)
 
 
 class StoredResults(Generic[E]):
