@@ -152,12 +152,13 @@ def _results_table(entries: Sequence[ReportEntry]) -> str:
 
 
 def _phase_table(rows: Sequence[ReportEntry]) -> str:
-    """Per result: the decode steps in ms, the break-even, the tokens each speculative decode
-    step yields and the measured acceptance length."""
+    """Per result: the decode steps in ms, the break-even (pooled, and at full batch), the
+    step ratio, the tokens a verification step yields per request and the measured acceptance
+    length."""
     lines = [
         "| test | spec step ms | verify | draft | other | base step ms | break-even "
-        "[95% CI] | step yield | accept len |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+        "[95% CI] | at full batch | step ratio | per request | accept len |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         figures = phases(r)
@@ -171,10 +172,37 @@ def _phase_table(rows: Sequence[ReportEntry]) -> str:
             f"| {_cell(label(r))} | {ms(phase_ms(spec, 'step'))} | "
             f"{ms(phase_ms(spec, 'forward'))} | {ms(phase_ms(spec, 'draft'))} | {ms(other)} | "
             f"{ms(phase_ms(base, 'step'))} | {with_interval(be, ci, '.2f')} | "
+            f"{with_interval(finite(figures.break_even_full), None, '.2f')} | "
             f"{with_interval(step_yield(figures, r), None, '.2f')} | "
+            f"{with_interval(finite(figures.request_yield), None, '.2f')} | "
             f"{with_interval(finite(figures.acceptance_length), None, '.2f')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _round_table(rows: Sequence[ReportEntry]) -> str:
+    """Per result, where each side's round went (ms: prefill steps, decode steps, outside
+    any step) and the named phases' share of a speculative decode step."""
+    lines = [
+        "| test | base round ms | prefill | decode | outside | spec round ms | prefill | decode "
+        "| outside | named phases |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        figures = phases(r)
+        if figures is None:
+            continue
+        cells = []
+        for side in (figures.baseline, figures.speculative):
+            split = side.split()
+            if split is None:
+                break
+            cells += [ms(sum(split)), *(ms(v) for v in split)]
+        else:
+            share = finite(figures.speculative.decode.named_share)
+            named = "-" if share is None else f"{share:.0%}"
+            lines.append(f"| {_cell(label(r))} | {' | '.join(cells)} | {named} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
 def summary_text(report: Mapping[str, Any]) -> str:
@@ -190,13 +218,28 @@ def summary_text(report: Mapping[str, Any]) -> str:
             "\n### Where a decode step goes\n",
             "\nMean milliseconds per decode step, timed inside each engine (the speculative "
             "step's verification pass, draft proposal, and sampling + preparation + other). "
-            "Speculation pays where the step yield (the tokens each speculative decode step "
-            "yields per request: the baseline's decode steps over the speculative engine's) is "
-            "above the break-even length (the speculative step over the baseline step). vLLM's "
-            "acceptance length counts only the steps that drafted, so it can lie above the "
-            "yield ([methodology](methodology.md#the-cost-ratio-and-the-break-even-length)).\n\n",
+            "The decode steps pay where the step ratio (the baseline's decode steps over the "
+            "speculative engine's) is above the break-even length (the speculative step over "
+            "the baseline step, pooled over every decode step; `at full batch`: over the steps "
+            "where the whole batch ran). The step ratio is set by the slowest request; `per "
+            "request` is the tokens a verification step yields per request. vLLM's acceptance "
+            "length counts only the steps that drafted, so it can lie above both "
+            "([methodology](methodology.md#the-cost-ratio-and-the-break-even-length)).\n\n",
             figures(_phase_table(rows)),
         ]
+        split = _round_table(rows)
+        if split:
+            out += [
+                "\n### Where a round goes\n",
+                "\nPer side, a round's milliseconds in prefill steps, in decode steps and "
+                "outside any step (request handling before the first step and after the last): "
+                "step ratio / break-even is the decode steps' speedup exactly, and the rest of "
+                "the round is what separates it from the measured speedup. `named phases`: the "
+                "share of a speculative decode step the named phases account for (the rest is "
+                "`other`: bookkeeping, scheduling and, with engines in their own processes, the "
+                "traffic between them).\n\n",
+                figures(split),
+            ]
     for sweep in read.sweeps:
         out += [f"\n### Sweep: `{sweep_name(sweep)}`\n", f"\n{_own(sweep, sweep_line(sweep))}.\n"]
         schedule = schedule_of(sweep)
@@ -394,12 +437,15 @@ def _format(value: Any, fmt: str) -> str:
 
 def with_derived(report: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` whose phase figures (each result's and sweep point's) carry the
-    figures derived from them, for placeholders to quote: ``phases.step_yield``."""
+    figures derived from them, for placeholders to quote: ``phases.step_yield`` (the step
+    ratio), ``phases.request_yield`` and ``phases.break_even_full``."""
     out = json.loads(json.dumps(report))
     read = typed(report)
     for row, e in zip(out["results"], read.results, strict=True):
         if isinstance(row.get("phases"), dict) and e.result.phases is not None:
             row["phases"]["step_yield"] = step_yield(e.result.phases, e)
+            row["phases"]["request_yield"] = e.result.phases.request_yield
+            row["phases"]["break_even_full"] = e.result.phases.break_even_full
     for data, sweep in zip(out.get("sweeps") or [], read.sweeps, strict=True):
         for point, (_, _, result) in zip(data.get("points") or [], sweep.points, strict=True):
             if isinstance(point.get("phases"), dict) and result.phases is not None:
