@@ -198,7 +198,7 @@ def test_other():
     pass
 """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--specdecode-report", "r.json")
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines(
         [
@@ -206,7 +206,8 @@ def test_other():
             "*min_acceptance_rate must be between 0 and 1, got 1.5*",
         ]
     )
-    assert result.duration < 10
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["session"]["engine_starts"] == 0, result.stdout.str()
 
 
 @needs_vllm

