@@ -10,14 +10,18 @@ alternate between them (on-off, then off-on, ...); each pair of neighbouring rou
 ratio on/off of the round's time. It prints the geometric mean of those ratios minus 1 (the
 overhead) with its 95% interval, twice: for the round's time as measured (inside the engine
 worker, what the speedup sees) and for the caller's wait per round (adding the start and
-collect calls into vLLM's workers, made outside the timed part). Run it on a quiet machine:
-other work on the machine widens the interval.
+collect calls into vLLM's workers, made outside the timed part). With it, from the rounds with
+phase timing: how much of a round's wall time its timed steps cover (the rest is request
+handling before the first step and after the last) and each phase's share of the decode and
+prefill steps (the figures ``tests/test_e2e_phase_timing.py`` prints but, being measured, does
+not assert). Run it on a quiet machine: other work on the machine widens the interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -62,6 +66,23 @@ def overhead(ratios: list[float]) -> str:
     return f"{mean - 1:+.2%} (95% CI {low - 1:+.2%} to {high - 1:+.2%}, {len(ratios)} pairs)"
 
 
+def shares(profiles: list[Any]) -> str:
+    """Each phase's share of the summed decode and prefill steps of ``profiles``, as text."""
+    from pytest_specdecode.engines.protocol import PHASES
+
+    parts = []
+    for kind in ("decode", "prefill"):
+        times = [getattr(p, kind) for p in profiles]
+        total = sum(t.total for t in times)
+        if total <= 0:
+            continue
+        each = ", ".join(
+            f"{phase} {sum(t.seconds(phase) for t in times) / total:.1%}" for phase in PHASES
+        )
+        parts.append(f"{kind} steps ({sum(t.steps for t in times)}): {each}")
+    return "; ".join(parts)
+
+
 def measure(config: Any, rounds: int, log_dir: str) -> dict[str, Any]:
     """Interleaved rounds on two engines of ``config``: phase timing on and off."""
     on, off = start(config, True, log_dir), start(config, False, log_dir)
@@ -71,6 +92,8 @@ def measure(config: Any, rounds: int, log_dir: str) -> dict[str, Any]:
         elapsed: dict[bool, list[float]] = {True: [], False: []}
         waited: dict[bool, list[float]] = {True: [], False: []}
         profiled: dict[bool, bool] = {}
+        profiles: list[Any] = []
+        covered: list[float] = []
         for i in range(rounds):
             for timing in (True, False) if i % 2 == 0 else (False, True):
                 began = time.perf_counter()
@@ -78,12 +101,18 @@ def measure(config: Any, rounds: int, log_dir: str) -> dict[str, Any]:
                 waited[timing].append(time.perf_counter() - began)
                 elapsed[timing].append(done.elapsed)
                 profiled[timing] = done.profile is not None
+                if done.profile is not None:
+                    profiles.append(done.profile)
+                    steps = done.profile.prefill.total + done.profile.decode.total
+                    covered.append(steps / done.elapsed)
         if profiled != {True: True, False: False}:
             raise RuntimeError(f"phase timing was not as asked (profile seen: {profiled})")
         return {
             "elapsed": [a / b for a, b in zip(elapsed[True], elapsed[False], strict=True)],
             "waited": [a / b for a, b in zip(waited[True], waited[False], strict=True)],
             "round_ms": 1e3 * sum(elapsed[False]) / rounds,
+            "covered": covered,
+            "shares": shares(profiles),
         }
     finally:
         on.close()
@@ -115,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: round {found['round_ms']:.0f} ms without timing; overhead on the "
                   f"measured round {overhead(found['elapsed'])}; on the caller's wait "
                   f"{overhead(found['waited'])}", flush=True)  # fmt: skip
+            covered = sorted(found["covered"])
+            print(f"  timed steps cover {statistics.median(covered):.1%} of a round (median; "
+                  f"least {covered[0]:.1%}, most {covered[-1]:.1%}); {found['shares']}",
+                  flush=True)  # fmt: skip
     return 0
 
 
