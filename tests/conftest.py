@@ -1,37 +1,34 @@
 from __future__ import annotations
 
-import sys
-import sysconfig
-from pathlib import Path
-
-from _pytest import pytester as _pytester
+import importlib
 
 pytest_plugins = ["pytester"]
 
-# In-process pytester runs import the plugin's lazy dependencies (matplotlib, Pillow, jsonschema
-# with rpds, NVML through ctypes), and pytester then drops every module first imported during
-# the run, so the next run imports them again. Extension modules are not made to be imported
+# In-process pytester runs drop every module first imported during the run (pytester's module
+# snapshot), so the next run imports it again. Extension modules are not made to be imported
 # twice in one process: two CI runs died by SIGSEGV in the garbage collector inside such runs.
-# The snapshot below keeps installed and standard-library modules loaded, and still drops the
-# plugin's own modules and the files a test writes, as pytester does.
-_INSTALLED = tuple(
-    str(Path(p).resolve())
-    for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+# So the plugin's lazy dependencies that load extension modules (the HTML report's charts:
+# matplotlib and Pillow; the report schema's validator: jsonschema with rpds) are imported here,
+# before any run: every snapshot then holds them, and no private pytest name is needed.
+# tests/test_pytester_modules.py fails when an inner run loads an extension module first.
+PRELOADED = (
+    "jsonschema",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "matplotlib.backends.backend_agg",  # pyplot loads its extension at the first figure
+    "PIL.Image",
 )
 
 
-def _installed(name: str) -> bool:
-    module = sys.modules.get(name)
-    origin = getattr(module, "__file__", None)
-    if origin is None:
-        return name.startswith(("zope", "readline"))  # pytester's own exceptions
-    return str(Path(origin).resolve()).startswith(_INSTALLED)
+def _preload() -> None:
+    for name in PRELOADED:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional extra not installed: its tests skip
+            continue
+        if name == "matplotlib":
+            module.use("Agg")  # as reporting/html.py does, before pyplot
 
 
-def _snapshot(self: _pytester.Pytester) -> _pytester.SysModulesSnapshot:
-    return _pytester.SysModulesSnapshot(preserve=_installed)
+_preload()
 
-
-KEEPS_INSTALLED_MODULES = hasattr(_pytester.Pytester, "_Pytester__take_sys_modules_snapshot")
-if KEEPS_INSTALLED_MODULES:
-    _pytester.Pytester._Pytester__take_sys_modules_snapshot = _snapshot  # type: ignore[attr-defined]

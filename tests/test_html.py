@@ -17,7 +17,7 @@ from pytest_specdecode.measure.sweep import Sweep
 
 from .fakes import use_fake
 
-# imported here, before any in-process pytester run, so that its module snapshot keeps it
+# the charts need matplotlib (tests/conftest.py loads it before any in-process run)
 pytest.importorskip("matplotlib.pyplot")
 
 SUITE = """
