@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 pytest_plugins = ["pytester"]
 
@@ -32,3 +33,9 @@ def _preload() -> None:
 
 _preload()
 
+
+# The terminal summary fits the terminal's width (80 columns when pytest cannot tell, as in
+# pytester runs and CI logs), wrapping lines and moving table columns to a line under each
+# row. The tests of what the summary says read it at a width where nothing wraps; the tests of
+# the fitting itself (tests/test_summary_width.py) set $COLUMNS to the width they check.
+os.environ.setdefault("COLUMNS", "400")

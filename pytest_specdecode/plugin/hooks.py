@@ -58,7 +58,8 @@ def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
             capman.suspend_global_capture(in_=True)
         try:
             reporter.ensure_newline()
-            reporter.write_line(f"[specdecode] {message}")
+            for line in _wrapped(reporter, f"[specdecode] {message}"):
+                reporter.write_line(line)
         finally:
             if capman is not None:
                 capman.resume_global_capture()
@@ -252,6 +253,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.close()
 
 
+def _width(terminalreporter: pytest.TerminalReporter) -> int:
+    """The terminal's width as pytest sees it (``$COLUMNS`` where set; 80 when it cannot
+    tell, as when the output is not a terminal)."""
+    return int(terminalreporter.config.get_terminal_writer().fullwidth)
+
+
+def _wrapped(terminalreporter: pytest.TerminalReporter, text: str) -> list[str]:
+    """``text`` to write: a table (several lines) as it is, one line wrapped to the terminal's
+    width (:func:`~pytest_specdecode.reporting.fit.wrap`)."""
+    from ..reporting.fit import wrap
+
+    return [text] if "\n" in text else wrap(text, _width(terminalreporter))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(SESSION_KEY, None)
     if state is None:
@@ -273,14 +288,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         loads=report.loads,
         schedule_checks=report.schedule_checks,
         served=state.served,
+        width=_width(terminalreporter),
     )
-    for line in lines:
+    for line in (part for text in lines for part in _wrapped(terminalreporter, text)):
         terminalreporter.write_line(line)
-    for line in sizing_lines(report):
-        terminalreporter.write_line(line, yellow=line.startswith("WARNING"))
+    for text in sizing_lines(report):
+        for line in _wrapped(terminalreporter, text):
+            terminalreporter.write_line(line, yellow=text.startswith("WARNING"))
     terminalreporter.write_sep("-", "worth it? (per target and proposer)")
     for checklist in checklists(report):
-        for line in checklist.text():
+        for line in checklist.text(_width(terminalreporter)):
             terminalreporter.write_line(printable(line))
     _file_lines(terminalreporter, state)
     if state.baseline is not None or state.settings.get("update_baseline"):
@@ -304,9 +321,11 @@ def _file_lines(terminalreporter: pytest.TerminalReporter, state: SpecDecodeSess
         what = "baseline updated" if name == "baseline" else "results written to"
         terminalreporter.write_line(f"{what} {path}" if name != "baseline" else f"{what}: {path}")
     for notice in state.notices:
-        terminalreporter.write_line(notice, yellow=True)
+        for line in _wrapped(terminalreporter, notice):
+            terminalreporter.write_line(line, yellow=True)
     for error in state.output_errors:
-        terminalreporter.write_line(f"ERROR: {error}", red=True, bold=True)
+        for line in _wrapped(terminalreporter, f"ERROR: {error}"):
+            terminalreporter.write_line(line, red=True, bold=True)
 
 
 def _nothing_measured_summary(

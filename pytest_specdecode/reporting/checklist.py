@@ -42,6 +42,7 @@ from ..measure.phases import PhaseSummary
 from ..measure.result import Result
 from ..measure.sweep import Sweep
 from ..names import display_name
+from .fit import wrap
 from .phases import (
     NOT_RECORDED,
     explanation,
@@ -98,14 +99,14 @@ class Checklist:
     def title(self) -> str:
         return f"{self.proposer} on {display_name(self.target)}"
 
-    def text(self) -> list[str]:
-        """Plain-text lines: the title and summary, then one line per question."""
-        width = max((len(line.question) for line in self.lines), default=0)
-        out = [f"{self.title}: {self.summary}"]
-        out += [
-            f"  {line.answer.upper():<7} {line.question:<{width}}  {line.figure}"
-            for line in self.lines
-        ]
+    def text(self, width: int | None = None) -> list[str]:
+        """Plain-text lines: the title and summary, then one line per question; with a
+        ``width`` (a terminal's), each wrapped to it under its own text."""
+        column = max((len(line.question) for line in self.lines), default=0)
+        out = wrap(f"{self.title}: {self.summary}", width)
+        for line in self.lines:
+            text = f"  {line.answer.upper():<7} {line.question:<{column}}  {line.figure}"
+            out += wrap(text, width, 2 + 8 + column + 2)
         return out
 
     def to_dict(self) -> dict[str, Any]:

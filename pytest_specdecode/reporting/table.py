@@ -24,6 +24,7 @@ from ..measure.load import LoadResult, LoadSummary, rate_text
 from ..measure.result import Result
 from ..measure.sweep import Sweep
 from .checklist import spread
+from .fit import compact_table, fit_columns, longest, wrap
 from .phases import SERVED, phase_line, phases
 
 #: Characters a terminal may act on rather than show: C0 and C1 controls, DEL, bidirectional
@@ -187,11 +188,30 @@ def _cells(entry: ReportEntry) -> list[str]:
 
 #: Columns shown only when some result fills them: (position in a row, header).
 OPTIONAL = ((8, "accept len p10/p50/p90"), (15, "notes"))
+#: The columns a terminal's summary table keeps however narrow the terminal (by header)...
+NARROW_KEEP = ("test", "method (k)", header("speedup"), "verdict", "result")
+#: ...and the others, in the order they come back as it widens. A column that does not fit
+#: goes, as ``header value``, to a line under each row: nothing the table holds is lost.
+NARROW_ORDER = (
+    header("acceptance_rate"),
+    header("mean_acceptance_length"),
+    header("match_rate"),
+    "category",
+    header("baseline_tokens_per_second"),
+    header("speculative_tokens_per_second"),
+    "mode",
+    header("alpha"),
+    header("efficiency"),
+    "accept len p10/p50/p90",
+    "notes",
+)
+#: The narrowest the test column is wrapped to when the kept columns do not fit.
+MIN_TEST_WIDTH = 12
 
 
-def render(results: Iterable[ReportEntry], tablefmt: str = "simple") -> str:
-    """The summary table as text (``tablefmt="github"`` gives Markdown). The per-prompt
-    acceptance length spread and a ``notes`` column appear when any result has them."""
+def _table(results: Iterable[ReportEntry]) -> tuple[list[str], list[list[str]]]:
+    """The summary table's headers and rows, with the :data:`OPTIONAL` columns only where some
+    result fills them."""
     table = rows(results)
     headers = list(HEADERS)
     empty = set()
@@ -200,26 +220,81 @@ def render(results: Iterable[ReportEntry], tablefmt: str = "simple") -> str:
             headers.insert(index, title)
         else:
             empty.add(index)
-    table = [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
+    return headers, [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
+
+
+def render(results: Iterable[ReportEntry], tablefmt: str = "simple") -> str:
+    """The summary table as text (``tablefmt="github"`` gives Markdown), every column. The
+    per-prompt acceptance length spread and a ``notes`` column appear when any result has
+    them."""
+    headers, table = _table(results)
     return _tabulate(table, headers, tablefmt)
 
 
-def render_with_phases(results: Sequence[ReportEntry], *, served: bool = False) -> list[str]:
+def render_fitted(results: Sequence[ReportEntry], width: int) -> tuple[str, int, list[str]]:
+    """The summary table for a terminal of ``width`` characters: every column where they all
+    fit as :func:`render` draws them; otherwise a compact table (two-line headers) of
+    :data:`NARROW_KEEP` and what fits of :data:`NARROW_ORDER`, the test column wrapped when even
+    those do not fit. Returns the table, the number of its header lines (2 or 3) and, per
+    result, the cells left out as ``header value; ...`` ("" when none)."""
+    headers, table = _table(results)
+    full = _tabulate(table, headers, "simple")
+    if longest(full) <= width:
+        return full, 2, [""] * len(table)
+
+    def render_columns(columns: list[int], test: int | None = None) -> str:
+        return compact_table(
+            [headers[i] for i in columns], [[row[i] for i in columns] for row in table], test
+        )
+
+    shown = fit_columns(headers, width, NARROW_KEEP, NARROW_ORDER, render_columns)
+    extras = [
+        "; ".join(f"{headers[i]} {row[i]}" for i in range(len(headers))
+                  if i not in shown and row[i] not in ("", "-"))
+        for row in table
+    ]  # fmt: skip
+    text = render_columns(shown)
+    over = longest(text) - width
+    if over > 0:  # the test names are what is long: wrap them
+        test = max(len(row[0]) for row in table)
+        text = render_columns(shown, max(MIN_TEST_WIDTH, test - over))
+    return text, 3, extras
+
+
+def render_with_phases(
+    results: Sequence[ReportEntry], *, served: bool = False, width: int | None = None
+) -> list[str]:
     """The summary table with each result's phase line under its row (:func:`phase_line
     <pytest_specdecode.reporting.phases.phase_line>`); when no result has phase figures, the
-    table alone, and for served engines one line under it that says they have none."""
-    table = render(results)
-    if not any(phases(r) is not None for r in results):
+    table alone, and for served engines one line under it that says they have none. With a
+    ``width`` (a terminal's), the table fits it (:func:`render_fitted`): the cells left out
+    go to a line under their row, and the lines under a row are wrapped."""
+    if width is None:
+        table, heading, extras = render(results), 2, [""] * len(results)
+    else:
+        table, heading, extras = render_fitted(results, width)
+    timed = any(phases(r) is not None for r in results)
+    if not timed and not any(extras):
         return [table, f"phases: {SERVED}"] if served else [table]
     lines = table.split("\n")
-    head, body = lines[:2], lines[2:]
-    if len(body) != len(results):  # a row over several lines: the phase lines go below
-        return [table, *(f"{printable(label(r))}: {printable(phase_line(r, served=served))}"
-                         for r in results)]  # fmt: skip
+    head, body = lines[:heading], lines[heading:]
+    if len(body) != len(results):  # a row over several lines: the lines under it go below
+        out = [table]
+        for r, extra in zip(results, extras, strict=True):
+            name = printable(label(r))
+            if extra:
+                out += wrap(f"{name}: {extra}", width)
+            if timed:
+                out += wrap(f"{name}: {printable(phase_line(r, served=served))}", width)
+        return out if timed or not served else [*out, f"phases: {SERVED}"]
     out = head
-    for text, r in zip(body, results, strict=True):
-        out += [text, f"  {printable(phase_line(r, served=served))}"]
-    return ["\n".join(out)]
+    for text, r, extra in zip(body, results, extras, strict=True):
+        out.append(text)
+        if extra:
+            out += wrap(f"  {extra}", width, 4)
+        if timed:
+            out += wrap(f"  {printable(phase_line(r, served=served))}", width, 4)
+    return ["\n".join(out)] if timed or not served else ["\n".join(out), f"phases: {SERVED}"]
 
 
 def phase_markdown(results: Sequence[ReportEntry], *, served: bool = False) -> list[str]:
@@ -651,16 +726,18 @@ def summary_lines(
     schedule_checks: Sequence[ScheduleCheck] = (),
     *,
     served: bool = False,
+    width: int | None = None,
 ) -> list[str]:
     """The speculative-decoding summary above its checklist, from the typed report model (the
-    session as its dict): the results
+    session as its dict; ``width``: a terminal's, which the results table and the lines
+    under its rows fit, see :func:`render_with_phases`): the results
     table with each result's phase line under its row (``served``: the engines were served
     ones, which have no phase figures), a line per sweep, each sweep's k schedule (line,
     table, the config to paste) and each schedule check (verdict, table), the load table with
     a line per load test, a line per distribution check, each ranking with its table, the
     legends, where the wall time went and how engines started."""
     sweeps = list(sweeps)
-    lines = render_with_phases(results, served=served) if results else []
+    lines = render_with_phases(results, served=served, width=width) if results else []
     lines += [f"sweep {sweep_line(s)}" for s in sweeps]
     scheduled = schedule_lines(sweeps, schedule_checks)
     lines += scheduled
