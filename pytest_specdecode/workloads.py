@@ -280,6 +280,7 @@ def chat(
     *,
     system: str | None = None,
     tokenize: bool = False,
+    **template_kwargs: Any,
 ) -> list[Any]:
     """Prompts as the model's own chat template renders them, with the generation prompt.
 
@@ -289,8 +290,13 @@ def chat(
     or with ``tokenize=True`` vLLM token prompts (``{"prompt_token_ids": [...]}``, encoded
     without adding special tokens again, as vLLM's acceptance-length test does). A model
     without a chat template is an error.
+
+    ``template_kwargs`` go to the template as its variables, through the tokenizer's
+    ``apply_chat_template`` (e.g. ``enable_thinking=False`` for Qwen3); a name the template
+    does not read, or one of ``apply_chat_template``'s own arguments, is an error.
     """
     where = f"chat({str(model)!r})"
+    _check_template_kwargs(where, template_kwargs)
     if isinstance(messages_or_texts, str | bytes) or not isinstance(messages_or_texts, Sequence):
         raise ConfigError(f"{where}: expected a list of texts or conversations")
     conversations = [
@@ -306,8 +312,13 @@ def chat(
             "prompts, or add the template the model was trained with to tokenizer_config.json "
             '("chat_template")'
         )
+    _check_template_reads(where, tokenizer.chat_template, template_kwargs)
     texts = [
-        str(tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True))
+        str(
+            tokenizer.apply_chat_template(
+                c, tokenize=False, add_generation_prompt=True, **template_kwargs
+            )
+        )
         for c in conversations
     ]
     if not tokenize:
@@ -315,6 +326,79 @@ def chat(
     return [
         {"prompt_token_ids": list(tokenizer.encode(t, add_special_tokens=False))} for t in texts
     ]
+
+
+# apply_chat_template's own arguments (and the template's messages): chat() sets them itself.
+_NOT_TEMPLATE_KWARGS: dict[str, str] = {
+    **dict.fromkeys(
+        ("messages", "conversation", "conversations"),
+        "the messages are the items (texts or conversations) and system=",
+    ),
+    **dict.fromkeys(
+        ("add_generation_prompt", "continue_final_message"),
+        "chat() always ends with the generation prompt, for a new reply",
+    ),
+    **dict.fromkeys(
+        (
+            "tokenize",
+            "return_dict",
+            "return_tensors",
+            "return_assistant_tokens_mask",
+            "padding",
+            "truncation",
+            "max_length",
+            "tokenizer_kwargs",
+        ),
+        "chat() returns texts, or token prompts with tokenize=True",
+    ),
+    "chat_template": (
+        "chat() applies the model's own template; to measure another, put it in the folder's "
+        'tokenizer_config.json ("chat_template") or chat_template.jinja'
+    ),
+}
+
+
+def _check_template_kwargs(where: str, template_kwargs: Mapping[str, Any]) -> None:
+    """Reject keyword arguments that cannot be template variables, naming the fix."""
+    for name, value in template_kwargs.items():
+        if name in _NOT_TEMPLATE_KWARGS:
+            raise ConfigError(
+                f"{where}: {name}= is not a template argument: {_NOT_TEMPLATE_KWARGS[name]}. "
+                "Pass only what the template reads, e.g. enable_thinking=False"
+            )
+        if isinstance(value, Mapping) and name.endswith("kwargs"):
+            raise ConfigError(
+                f"{where}: {name}= would reach the template as one variable named {name!r}; "
+                f"unpack the mapping instead: chat(..., **{name}) (e.g. enable_thinking=False)"
+            )
+        if not name.isidentifier():
+            raise ConfigError(
+                f"{where}: template argument {name!r} is not a name a Jinja template can read; "
+                "use the variable's name as the template spells it (e.g. enable_thinking)"
+            )
+
+
+def _check_template_reads(where: str, template: Any, template_kwargs: Mapping[str, Any]) -> None:
+    """A template argument the template never reads changes nothing: most likely a misspelt
+    name (``enable_thinkng=False`` would measure the thinking mode). Templates that plain Jinja
+    cannot parse (transformers' own tags), and named-template dicts, go unchecked."""
+    if not template_kwargs or not isinstance(template, str):
+        return
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
+        reads = meta.find_undeclared_variables(env.parse(template))
+    except jinja2.TemplateError:
+        return
+    unread = sorted(set(template_kwargs) - reads)
+    if unread:
+        raise ConfigError(
+            f"{where}: the model's chat template does not read {', '.join(unread)}, so "
+            f"passing it changes nothing; it reads: {', '.join(sorted(reads))}. Check the "
+            "spelling, or drop the argument for this model"
+        )
 
 
 def _conversation(where: str, index: int, item: Any, system: str | None) -> list[dict[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -247,6 +248,68 @@ def test_chat_bad_arguments(tmp_path: Path, model: str, items: object, message: 
     folder = _tokenizer_folder(tmp_path, TEMPLATE)
     with pytest.raises(ConfigError, match=message):
         prompts.chat(folder if model == "tok" else model, items)  # type: ignore[arg-type]
+
+
+# Qwen3's template, cut to what matters here: enable_thinking=False closes an empty think block
+# after the generation prompt, so the model answers at once instead of reasoning first.
+QWEN3_STYLE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% endif %}{% endif %}"
+)
+
+
+def test_chat_passes_template_arguments(tmp_path: Path, no_network: None) -> None:
+    folder = _tokenizer_folder(tmp_path, QWEN3_STYLE)
+    (thinking,) = prompts.chat(folder, ["hi"])
+    (direct,) = prompts.chat(folder, ["hi"], enable_thinking=False)
+    assert thinking == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert direct == thinking + "<think>\n\n</think>\n\n"
+    assert prompts.chat(folder, ["hi"], enable_thinking=True) == [thinking]
+    (tokens,) = prompts.chat(folder, ["hi"], tokenize=True, enable_thinking=False)
+    (plain,) = prompts.chat(folder, ["hi"], tokenize=True)
+    assert len(tokens["prompt_token_ids"]) > len(plain["prompt_token_ids"])
+    assert tokens["prompt_token_ids"][: len(plain["prompt_token_ids"])] == plain["prompt_token_ids"]
+
+
+def test_chat_template_arguments_past_a_tag_plain_jinja_cannot_parse(tmp_path: Path) -> None:
+    """transformers' ``{% generation %}`` tag defeats the unread-name check: the argument still
+    reaches the template."""
+    template = QWEN3_STYLE.replace(
+        "{% endfor %}", "{% endfor %}{% generation %}{% endgeneration %}"
+    )
+    folder = _tokenizer_folder(tmp_path, template)
+    (text,) = prompts.chat(folder, ["hi"], enable_thinking=False)
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+@pytest.mark.parametrize(
+    ("template_kwargs", "message"),
+    [
+        ({"enable_thinkng": False}, r"the model's chat template does not read enable_thinkng, "
+         r"so passing it changes nothing; it reads: add_generation_prompt, enable_thinking, "
+         r"messages\. Check the spelling"),
+        ({"chat_template_kwargs": {"enable_thinking": False}},
+         r"chat_template_kwargs= would reach the template as one variable .* unpack the "
+         r"mapping instead: chat\(\.\.\., \*\*chat_template_kwargs\)"),
+        ({"enable-thinking": False},
+         r"template argument 'enable-thinking' is not a name a Jinja template can read"),
+        ({"add_generation_prompt": False}, r"add_generation_prompt= is not a template argument: "
+         r"chat\(\) always ends with the generation prompt"),
+        ({"return_dict": True}, r"return_dict= is not a template argument: chat\(\) returns "
+         r"texts, or token prompts with tokenize=True"),
+        ({"messages": []}, r"messages= is not a template argument: the messages are the items"),
+        ({"chat_template": "{{ messages }}"}, r"chat_template= is not a template argument: "
+         r"chat\(\) applies the model's own template"),
+    ],
+)  # fmt: skip
+def test_chat_bad_template_arguments(
+    tmp_path: Path, template_kwargs: dict[str, object], message: str
+) -> None:
+    folder = _tokenizer_folder(tmp_path, QWEN3_STYLE)
+    with pytest.raises(ConfigError, match=rf"^chat\('{re.escape(str(folder))}'\): {message}"):
+        prompts.chat(folder, ["hi"], **template_kwargs)
 
 
 def test_importing_prompts_imports_no_transformers() -> None:
