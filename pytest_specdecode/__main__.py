@@ -12,12 +12,13 @@ stderr.
 
 Exit status (every command): :data:`EXIT_OK` (0) when nothing regressed, :data:`EXIT_REGRESSED`
 (1) when ``compare`` found a regression, :data:`EXIT_BAD_INPUT` (2) on a usage error or bad
-input (an unreadable or invalid file, an impossible tolerance, a comparison that compares
-nothing: a file with no results, or no result matching a stored one; a file with two results
-under one key, results of another target or method without ``--allow-config-change``, a
-report with no results to export, an output file that cannot be written or that is one of the
-inputs), :data:`EXIT_CRASH` (3) when the command itself failed (a bug: the
-traceback goes to stderr), so that CI can tell a crash from a regression.
+input (an unreadable or invalid file, an impossible tolerance, a baseline with fewer than 20
+rounds per result, a comparison that compares nothing: a file with no results, or no result
+matching a stored one; a file with two results under one key, results of another target or
+method without ``--allow-config-change``, a report with no results to export, an output file
+that cannot be written or that is one of the inputs), :data:`EXIT_CRASH` (3) when the command
+itself failed (a bug: the traceback goes to stderr), so that CI can tell a crash from a
+regression.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .baselines.compare import (
     Entry,
     Matching,
     StoredResults,
+    check_baseline_rounds,
     check_speedup_amount,
     check_unique_keys,
     comparison_entries,
@@ -137,6 +139,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--alpha: expected a significance level between 0 and 1, got {args.alpha}"
         )
+    check_baseline_rounds(old.results, tolerances, f"baseline file {args.old}", args.old)
     matching = StoredResults(old.results).match(new.results)
     nothing = nothing_compared(
         matching, f"the baseline file {args.old}", f"the results file {args.new}", RENAMED

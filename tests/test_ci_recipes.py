@@ -179,9 +179,14 @@ def test_recipes_use_existing_cli_subcommands_and_flags() -> None:
         assert call[call.index("--format") + 1] in help_text.stdout
 
 
-def _step(workflow: str, name: str) -> str:
+def _steps(workflow: str) -> list[dict[str, Any]]:
+    """Every step of every job of ``workflow``."""
     data: Any = yaml.safe_load((RECIPES / workflow).read_text())
-    steps = [s for job in data["jobs"].values() for s in job["steps"] if s.get("name") == name]
+    return [step for job in data["jobs"].values() for step in job["steps"]]
+
+
+def _step(workflow: str, name: str) -> str:
+    steps = [s for s in _steps(workflow) if s.get("name") == name]
     assert len(steps) == 1, name
     return str(steps[0]["run"])
 
@@ -245,3 +250,35 @@ def test_gpu_recipe_stores_one_baseline_per_runner_class(tmp_path: Path) -> None
     assert log == [f"h100: baseline from {'c' * 40}", f"a100: baseline from {'b' * 40}",
                    f"h100: baseline from {'a' * 40}"]  # fmt: skip
     assert summary.read_text().count("stored on `specdecode-baselines`") == 3
+
+
+def test_gpu_recipe_pins_vllm_in_one_place_and_caches_the_weights() -> None:
+    """Issue 49, item 2: every job installs the vLLM of VLLM_VERSION (an exact version the
+    `gpu` extra allows), restores the Hugging Face cache keyed on the models with actions/cache
+    pinned to a commit, and the recipe says how the pin moves."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    text = (RECIPES / "github-gpu.yml").read_text()
+    data: Any = yaml.safe_load(text)
+    version = data["env"]["VLLM_VERSION"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), version
+    extra = tomllib.loads((RECIPES.parent.parent / "pyproject.toml").read_text())
+    (vllm,) = [Requirement(r) for r in extra["project"]["optional-dependencies"]["gpu"]]
+    assert vllm.name == "vllm" and vllm.specifier.contains(version)
+    steps = _steps("github-gpu.yml")
+    installs = [str(s["run"]) for s in steps if "pip install" in s.get("run", "")]
+    assert len(installs) == len(data["jobs"]) == 2
+    assert all(r.strip().endswith("'.[gpu]' \"vllm==${VLLM_VERSION}\"") for r in installs)
+    assert text.count(version) == 1  # the one place to move it
+    caches = [s for s in steps if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert len(caches) == 2
+    for cache in caches:
+        assert re.fullmatch(r"actions/cache@[0-9a-f]{40}", cache["uses"])
+        assert cache["with"]["path"] == "~/.cache/huggingface/hub"
+        assert "${{ env.MODELS }}" in cache["with"]["key"]
+    comments = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "Moving the vLLM pin" in comments
+    assert "do not add --specdecode-strict-environment" in comments
+    assert "saves the baseline again on the new vLLM" in comments

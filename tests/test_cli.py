@@ -373,6 +373,32 @@ def test_compare_names_another_configuration_and_refuses_another_method(
     assert "method draft_model -> ngram (t.py::test_a)" in capsys.readouterr().out
 
 
+def test_compare_refuses_a_baseline_of_too_few_rounds_as_the_plugin_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 49: ``compare run.json run.json`` on a report of 5 rounds per result is refused
+    (exit 2), as ``--specdecode-compare`` refuses it, naming the file, the result, its rounds,
+    the minimum and the command that saves it again; nothing is compared."""
+    monkeypatch.chdir(tmp_path)
+    save(Path("run.json"), entry(), entry("t.py::test_b", ratios=[2.0] * 5))
+    assert cli_main(["compare", "run.json", "run.json"]) == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert (
+        "baseline file run.json: the regression rule needs at least 20 stored rounds per "
+        "result (it pools the baseline's rounds); these have fewer: t.py::test_b (5 rounds). "
+        "Save the baseline again, with more rounds, on the reference commit: pytest "
+        "--specdecode-save run.json"
+    ) in err
+    assert "t.py::test_a" not in err
+    # the rule pools stored rounds for the speedup only, as in the plugin
+    assert cli_main(["compare", "run.json", "run.json", "--fail", "acceptance_rate:5%"]) == 0
+    capsys.readouterr()
+    # a results file (NEW) of few rounds is compared: the rule decides when a run may stop
+    save(Path("b.json"), entry(), entry("t.py::test_b"))
+    assert cli_main(["compare", "b.json", "run.json"]) == EXIT_OK
+
+
 def test_compare_refuses_a_file_holding_two_results_under_one_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from pytest_specdecode.baselines.compare import (
     DEFAULT_TOLERANCES,
     StoredResults,
     Tolerance,
+    check_baseline_rounds,
     compare_one,
     compare_runs,
     comparison_entries,
@@ -29,7 +30,7 @@ from pytest_specdecode.errors import ConfigError
 from .helpers import fake_result
 
 DEFAULT_TRIALS = 5
-BASELINE_TRIALS = 30  # the default rounds of a saving run
+BASELINE_TRIALS = 30  # a fixed saving run's rounds (DEFAULT_SAVED; sized by noise: 20-90)
 NEW_TRIALS = 20  # the most rounds of a compared run (the rule decides when to stop)
 NOISE = 0.05  # sd of a round's log speedup: about what 2 busy CPU cores give
 
@@ -153,6 +154,25 @@ def test_too_few_stored_rounds_are_named() -> None:
     rng = random.Random(7)
     short = synthetic(rng, 2.0)
     assert too_few_rounds([stored(rng), short]) == [f"t.py::test_a ({DEFAULT_TRIALS} rounds)"]
+
+
+def test_a_baseline_of_too_few_rounds_is_refused_when_the_speedup_is_judged() -> None:
+    rng = random.Random(7)
+    shorts = [
+        ReportEntry(replace(synthetic(rng, 2.0).result, nodeid=f"t.py::test_{i}")) for i in range(7)
+    ]
+    with pytest.raises(ConfigError) as info:
+        check_baseline_rounds(shorts, [SPEEDUP_5], "baseline file b.json", "b.json")
+    message = str(info.value)
+    assert message.startswith(
+        "baseline file b.json: the regression rule needs at least 20 stored rounds per result"
+    )
+    assert f"these have fewer: t.py::test_0 ({DEFAULT_TRIALS} rounds), " in message
+    assert "t.py::test_4 (5 rounds) and 2 more. Save the baseline again, with more" in message
+    assert "pytest --specdecode-save b.json" in message
+    # without a speedup tolerance the stored rounds are not pooled: nothing to refuse
+    check_baseline_rounds(shorts, [Tolerance("acceptance_rate", 0.05, True)], "b", "b.json")
+    check_baseline_rounds([stored(rng)], [SPEEDUP_5], "b", "b.json")
 
 
 def test_acceptance_drop_and_improvement() -> None:

@@ -118,3 +118,82 @@ def test_readme_is_a_short_front_door() -> None:
     assert len(lines) <= 200
     text = "\n".join(lines)
     assert "python3 -m tox -e examples" in text and "python3 -m tox -e lint,type,py" in text
+
+
+# --- contradictions fixed once (issue 49, item 5): each check keeps one from coming back ------
+
+
+def _texts() -> dict[str, str]:
+    """README, the docs pages (less the changelog, which keeps history), the CI recipes and
+    the package's sources, by path."""
+    paths = [
+        *_pages(),
+        *sorted((ROOT / "examples" / "ci").glob("*.yml")),
+        *sorted((ROOT / "pytest_specdecode").rglob("*.py")),
+    ]
+    return {
+        str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+        for p in paths
+        if p.name != "changelog.md"
+    }
+
+
+def test_no_page_says_a_saving_run_takes_30_rounds_by_default() -> None:
+    """A saving run is sized by its noise (``baseline_trials`` 'auto': 20 up to
+    ``baseline_max_trials``); 30 is only the fixed count of one that cannot be sized."""
+    from pytest_specdecode.settings import BY_NAME, MIN_BASELINE_ROUNDS
+
+    assert BY_NAME["baseline_trials"].default == "auto"
+    assert BY_NAME["baseline_max_trials"].default == 90 and MIN_BASELINE_ROUNDS == 20
+    stale = re.compile(r"default 30|takes 30\s+rounds|30 rounds per `?run\(\)")
+    found = [f"{path}: {m.group()!r}" for path, text in _texts().items()
+             for m in stale.finditer(text)]  # fmt: skip
+    assert not found, found
+
+
+def test_ci_page_states_the_refused_short_baseline_where_the_statuses_are() -> None:
+    """The offline compare refuses a baseline under 20 rounds as the plugin does
+    (tests/test_cli.py), and the exit-status table says so."""
+    from pytest_specdecode.settings import MIN_BASELINE_ROUNDS
+
+    text = (DOCS / "ci.md").read_text(encoding="utf-8")
+    (row,) = [line for line in text.splitlines() if line.startswith("| 2 | usage error")]
+    assert f"fewer than {MIN_BASELINE_ROUNDS} rounds per result" in row
+    assert f"fewer than {MIN_BASELINE_ROUNDS} rounds per result is refused" in text
+
+
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+?)@(\S+)", re.MULTILINE)
+
+
+def test_every_action_in_the_docs_is_pinned_as_the_recipes_pin_it() -> None:
+    """A workflow snippet on a page uses each action at the commit the recipes in
+    examples/ci pin it to, never a branch or a moving tag."""
+    pinned: dict[str, set[str]] = {}
+    for recipe in sorted((ROOT / "examples" / "ci").glob("*.yml")):
+        for action, ref in USES.findall(recipe.read_text(encoding="utf-8")):
+            pinned.setdefault(action, set()).add(ref)
+    assert all(re.fullmatch(r"[0-9a-f]{40}", r) for refs in pinned.values() for r in refs)
+    used = [
+        (str(page.relative_to(ROOT)), action, ref)
+        for page in _pages()
+        for action, ref in USES.findall(page.read_text(encoding="utf-8"))
+    ]
+    assert any(page == "docs/ci.md" for page, _, _ in used)
+    wrong = [u for u in used if u[2] not in pinned.get(u[1], set())]
+    assert not wrong, f"pin these as examples/ci does: {wrong}"
+
+
+def test_the_tiny_target_s_layers_are_told_with_the_padding() -> None:
+    """The committed target has 4 trained layers; ``tiny_models()`` serves it padded with
+    zero-residual layers: a page naming either depth says which (MODEL_CARD.md)."""
+    from pytest_specdecode.tiny import TARGET_LAYERS
+
+    depth = re.compile(rf"\b(?:4|{TARGET_LAYERS})-layer target|\btarget of \d+ trained layers")
+    unexplained = [
+        f"{path}: {paragraph[:80]!r}"
+        for path, text in _texts().items()
+        if path.endswith(".md")
+        for paragraph in text.split("\n\n")
+        if depth.search(paragraph) and "zero-residual" not in paragraph
+    ]
+    assert not unexplained, unexplained

@@ -82,7 +82,7 @@ def test_a_baseline_with_too_few_rounds_is_refused(
     result.stderr.fnmatch_lines([
         "*--specdecode-compare base.json: the regression rule needs at least 20 stored rounds "
         "per result*these have fewer: test_suite.py::test_b (5 rounds). Save the baseline "
-        "again on the reference commit: pytest --specdecode-save base.json*"
+        "again, with more rounds, on the reference commit: pytest --specdecode-save base.json*"
     ])  # fmt: skip
     result = pytester.runpytest_inprocess(
         "--specdecode-save", "b.json", "--specdecode-baseline-trials", "10"

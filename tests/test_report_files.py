@@ -23,8 +23,11 @@ ESCAPES = "\x1b[2J\x1b]0;owned\x07\r\u202e"
 
 
 def entry(nodeid: str = "t.py::test_a", **changes: Any) -> dict[str, Any]:
+    """A fake result's entry with 20 rounds, the fewest a baseline may store."""
     data = fake_result().to_dict(with_outputs=False)
-    data.update(nodeid=nodeid, **changes)
+    ratios = data["ratios"]
+    data.update(nodeid=nodeid, ratios=[ratios[i % len(ratios)] for i in range(20)])
+    data.update(changes)
     return data
 
 

@@ -164,6 +164,25 @@ def test_cli_ini_points_the_plugin_at_the_tiny_models(pytester: pytest.Pytester)
     assert BY_NAME["engine_kwargs"].parse(ini["engine_kwargs"], "ini") == ENGINE_KWARGS
 
 
+def test_cli_ini_says_the_file_is_this_machines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--ini > pytest.ini`` keeps stdout the file alone; stderr, and a comment in the file,
+    say its paths are this machine's: a file to use locally, not to commit."""
+    from pytest_specdecode.tiny import TinyModels
+    from pytest_specdecode.tiny import __main__ as cli
+
+    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u")))
+    monkeypatch.setattr(cli, "tiny_models", lambda: models)
+    cli.main(["--ini"])
+    out, err = capsys.readouterr()
+    assert out == cli.ini_text(models) and out.startswith("# ")
+    assert "this machine's folders and CPU-only" in out and "do not commit it" in out
+    assert err == cli.ini_note(models)
+    assert "for this machine only" in err and "do not commit it" in err
+    assert "/m/t" in err and "/m/d" in err and '"enforce_eager": true' in err
+
+
 def test_example_prompt_files_match_the_corpus() -> None:
     """The committed example prompts are what ``prompts/generate.py`` writes."""
     generate = runpy.run_path(str(ROOT / "example_suites" / "prompts" / "generate.py"))

@@ -27,7 +27,7 @@ from ..measure.detectable import Detectable, figure_drop, relative_tolerance, sp
 from ..measure.result import Result
 from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
-from ..settings import MIN_BASELINE_ROUNDS
+from ..settings import BY_NAME, MIN_BASELINE_ROUNDS
 from ..tolerances import DEFAULT_TOLERANCES, FIGURES, Tolerance, parse_tolerances
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "Tolerance",
     "Verdict",
     "ConfigurationChange",
+    "check_baseline_rounds",
     "check_speedup_amount",
     "check_unique_keys",
     "compare_one",
@@ -393,6 +394,30 @@ def too_few_rounds(results: Iterable[Entry]) -> list[str]:
         for r in results
         if len(r.result.ratios or []) < MIN_BASELINE_ROUNDS
     ]
+
+
+def check_baseline_rounds(
+    results: Iterable[Entry], tolerances: Sequence[Tolerance], where: str, path: str
+) -> None:
+    """Refuse a baseline whose results hold fewer than :data:`MIN_BASELINE_ROUNDS` stored
+    rounds when the speedup is judged (its rule pools the baseline's rounds): a
+    :class:`ConfigError` naming the file (``where``: how it was given; ``path``: the file),
+    each such result with its rounds, the minimum, and the command that saves it again. The
+    plugin, ``RunRecord`` and the offline ``compare`` all check here."""
+    if not any(t.figure == "speedup" for t in tolerances):
+        return
+    few = too_few_rounds(results)
+    if not few:
+        return
+    more = f" and {len(few) - 5} more" if len(few) > 5 else ""
+    raise ConfigError(
+        f"{where}: the regression rule needs at least {MIN_BASELINE_ROUNDS} stored rounds per "
+        f"result (it pools the baseline's rounds); these have fewer: {', '.join(few[:5])}{more}. "
+        f"Save the baseline again, with more rounds, on the reference commit: pytest "
+        f"{BY_NAME['save'].option} {path} (a saving run takes at least {MIN_BASELINE_ROUNDS} "
+        f"rounds per run(); {BY_NAME['baseline_trials'].option} auto, the default, sizes them "
+        "by their noise)"
+    )
 
 
 def _speedup_verdict(old: Entry, new: Entry, tolerance: Tolerance, verdict: Verdict) -> Verdict:

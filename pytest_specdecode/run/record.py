@@ -35,6 +35,7 @@ from ..baselines.compare import (
     StoredResults,
     Tolerance,
     Verdict,
+    check_baseline_rounds,
     check_speedup_amount,
     check_unique_keys,
     configuration_changes,
@@ -46,7 +47,6 @@ from ..baselines.compare import (
     reference_of,
     result_key,
     speedup_tolerance,
-    too_few_rounds,
     verdicts_for,
     with_detectable,
 )
@@ -210,15 +210,9 @@ class RunRecord:
             stored.results,
             f"{self.settings.source('compare_fail')} (against the baseline {path})",
         )
-        few = too_few_rounds(stored.results)
-        if few and self.speedup_tolerance is not None and not update:
-            raise ConfigError(
-                f"{BY_NAME['compare'].option} {path}: the regression rule needs at least "
-                f"{MIN_BASELINE_ROUNDS} stored rounds per result (it pools the baseline's "
-                f"rounds); these have fewer: {', '.join(few[:5])}"
-                f"{' and more' if len(few) > 5 else ''}. Save the baseline again on the "
-                f"reference commit: pytest {BY_NAME['save'].option} {path} (a saving run takes "
-                f"{BY_NAME['baseline_trials'].option} rounds, default 30)"
+        if not update:  # an update is a saving run: its rounds replace the stored ones
+            check_baseline_rounds(
+                stored.results, self.tolerances, f"{BY_NAME['compare'].option} {path}", path
             )
 
     @property
