@@ -83,7 +83,7 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.4em; text-align: left; vertica
 td { overflow-wrap: break-word; } li, p, h2, h3 { overflow-wrap: anywhere; }
 #results td:first-child { min-width: 9em; }
 #results td:nth-child(6) { white-space: nowrap; }
-#results td:last-child { overflow-wrap: anywhere; }
+#results td:last-child, .checklist td:last-child { overflow-wrap: anywhere; }
 #results.notes td:last-child { min-width: 14em; }
 th { background: #f3f3f3; }
 .chart { margin: 1em 0; } .env { color: #555; font-size: 0.85em; }
