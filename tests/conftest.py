@@ -1,17 +1,26 @@
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
 
 pytest_plugins = ["pytester"]
 
 # In-process pytester runs drop every module first imported during the run (pytester's module
-# snapshot), so the next run imports it again. Extension modules are not made to be imported
+# snapshot), so the next run imports it again. Extension modules are not made to be loaded
 # twice in one process: two CI runs died by SIGSEGV in the garbage collector inside such runs.
-# So the plugin's lazy dependencies that load extension modules (the HTML report's charts:
-# matplotlib and Pillow; the report schema's validator: jsonschema with rpds) are imported here,
-# before any run: every snapshot then holds them, and no private pytest name is needed.
-# tests/test_pytester_modules.py fails when an inner run loads an extension module first.
+# Two public means keep them loaded, no private pytest name:
+# - the plugin's lazy dependencies that load extension modules (the HTML report's charts:
+#   matplotlib and Pillow; the report schema's validator: jsonschema with rpds) are imported
+#   here, before any run, so every snapshot holds them with their Python parts;
+# - any other extension module, once loaded, is handed back on its next import instead of
+#   being loaded again (``ExtensionModuleCache``, first on ``sys.meta_path``).
+# tests/test_pytester_modules.py checks both.
 PRELOADED = (
     "jsonschema",
     "matplotlib",
@@ -19,6 +28,55 @@ PRELOADED = (
     "matplotlib.backends.backend_agg",  # pyplot loads its extension at the first figure
     "PIL.Image",
 )
+
+
+class ExtensionModuleCache(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Loads each extension module once per process: a later import of one that was dropped
+    from ``sys.modules`` gets the module object loaded the first time."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, ModuleType] = {}
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname in self.loaded:
+            return importlib.util.spec_from_loader(fullname, self)
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is None:
+                continue
+            if isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+                spec.loader = _Recording(spec.loader, self.loaded)
+                return spec
+            return None  # not an extension module: the usual import goes on
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return self.loaded[spec.name]
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Already run when it was first loaded."""
+
+
+class _Recording(importlib.abc.Loader):
+    """An extension module's own loader, keeping what it loads in ``loaded``."""
+
+    def __init__(self, loader: importlib.machinery.ExtensionFileLoader, loaded: dict) -> None:
+        self.loader, self.loaded = loader, loaded
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.loaded[module.__name__] = module
+
+
+EXTENSION_CACHE = ExtensionModuleCache()
+sys.meta_path.insert(0, EXTENSION_CACHE)
 
 
 def _preload() -> None:

@@ -1,6 +1,7 @@
-"""In-process pytester runs load no extension module first (tests/conftest.py preloads the
-plugin's lazy dependencies that carry them): pytester drops every module first imported during
-a run, and an extension module imported again in the same process can crash it."""
+"""In-process pytester runs load no extension module twice (tests/conftest.py): pytester drops
+every module first imported during a run, and an extension module loaded again in the same
+process can crash it. The plugin's lazy dependencies are loaded before any run, and any other
+extension module is handed back, not loaded again."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from .conftest import EXTENSION_CACHE
 from .fakes import FakePlugin, FakeSource
 
 SUITE = """
@@ -88,3 +90,26 @@ def test_the_test_files_of_an_inner_run_are_still_dropped(pytester: pytest.Pytes
     pytester.syspathinsert()
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
     assert "fixture_module_of_the_test" not in sys.modules
+
+
+def test_an_extension_module_dropped_by_pytester_comes_back_the_same(
+    pytester: pytest.Pytester,
+) -> None:
+    """``_lsprof`` (cProfile's C part), first imported inside a run: pytester drops it from
+    ``sys.modules``, and the next import gets the very module loaded in the run."""
+    if "_lsprof" in sys.modules or "_lsprof" in EXTENSION_CACHE.loaded:
+        pytest.skip("_lsprof was loaded before: nothing to observe")
+    pytester.makepyfile(
+        test_inner="""
+        import pathlib
+        import _lsprof
+
+        def test_it():
+            pathlib.Path("lsprof-id").write_text(str(id(_lsprof)))  # in pytester.path
+        """
+    )
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
+    assert "_lsprof" not in sys.modules  # pytester dropped it
+    import _lsprof
+
+    assert str(id(_lsprof)) == (pytester.path / "lsprof-id").read_text()
