@@ -12,6 +12,7 @@ import configparser
 import json
 import math
 import re
+import runpy
 import shlex
 import subprocess
 import sys
@@ -47,8 +48,25 @@ def blocks(language: str) -> list[str]:
 
 
 def page_commands() -> list[str]:
-    """Every command line of the page's bash blocks, in order."""
-    return [line.strip() for block in blocks("bash") for line in block.splitlines() if line.strip()]
+    """Every command of the page's bash blocks, in order: a line ending in a backslash, or
+    one inside an open quote, goes on with the next."""
+    commands: list[str] = []
+    for block in blocks("bash"):
+        pending = ""
+        for line in block.splitlines():
+            if line.rstrip().endswith("\\"):
+                pending += line.rstrip()[:-1]
+                continue
+            pending += line + "\n"
+            try:
+                shlex.split(pending)
+            except ValueError:  # no closing quotation yet
+                continue
+            if pending.strip():
+                commands.append(pending.strip())
+            pending = ""
+        assert not pending.strip(), f"unfinished command: {pending!r}"
+    return commands
 
 
 def ini() -> dict[str, str]:
@@ -98,9 +116,7 @@ def test_the_ini_names_qwen3_8b_its_eagle3_head_and_vllms_k() -> None:
     assert set(spec) == {"method", "model", "num_speculative_tokens"}
     assert spec["method"] == "eagle3" and is_head(spec["method"])
     assert "gpu_memory_utilization" not in kwargs  # the plugin's split applies
-    recipe: Any = {}
-    exec(compile((ROOT / "examples" / "test_acceptance_length.py").read_text(), "r", "exec"),
-         recipe)  # fmt: skip
+    recipe = runpy.run_path(str(ROOT / "examples" / "test_acceptance_length.py"))
     (row,) = [c for c in recipe["VLLM_CONFIGS"] if c.id == "qwen3-8b-eagle3"]
     assert values["specdecode_target"] == row.target == "Qwen/Qwen3-8B"
     assert spec["model"] == row.drafter
@@ -151,7 +167,8 @@ def test_the_workflow_edits_name_the_suite_models_and_package(tmp_path: Path) ->
     assert data["env"]["MODELS"].split() == [ini()["specdecode_target"], spec["model"]]
     installs = [s["run"] for job in data["jobs"].values() for s in job["steps"]
                 if "pip install" in str(s.get("run", ""))]  # fmt: skip
-    assert installs == ["python -m pip install 'pytest-specdecode[gpu]' \"vllm==${VLLM_VERSION}\""] * 2
+    install = "python -m pip install 'pytest-specdecode[gpu]' \"vllm==${VLLM_VERSION}\""
+    assert installs == [install] * 2
     path = tmp_path / "specdecode-gpu.yml"
     path.write_text(text)
     for lint in (jactionlint, zizmor):
@@ -196,6 +213,9 @@ def test_the_memory_arithmetic_follows_from_the_stated_inputs() -> None:
     share = GPU_MEMORY_BUDGET / BY_NAME["max_engines"].default
     assert f"{share:.2f}" == "0.45"
     card = 80 * 10**9
+    _has("80 GB = 80 × 10⁹ bytes")
+    prompts_sent = len(prompts.standard("mt-bench"))  # the page's test sends them all at once
+    assert prompts_sent == 80
     qo, kv = h * heads * head_dim, h * kv_heads * head_dim
     mlp, norms = 3 * h * inter, 2 * h + 2 * head_dim
     layer = 2 * qo + 2 * kv + mlp + norms
@@ -212,7 +232,8 @@ def test_the_memory_arithmetic_follows_from_the_stated_inputs() -> None:
          f"2 × {weights / 1e9:.2f} = {2 * weights / 1e9:.2f} GB",
          f"{budget / 1e9:.2f} − {weights / 1e9:.2f} = **{left / 1e9:.2f} GB** ({left:,.0f} bytes)",
          f"**{per_token:,} bytes** ({per_token // 1024} KiB)", f"**at most {tokens:,}",
-         f"{tokens:,} / 80 = {tokens // 80:,} tokens", f"4096 × {per_token:,} =",
+         f"{tokens:,} / {prompts_sent} = {tokens // prompts_sent:,} tokens",
+         f"4096 × {per_token:,} =",
          f"{4096 * per_token:,} bytes, {4096 * per_token / 1e9:.2f} GB",
          f"10⁹ / {per_token:,} = {10**9 // per_token:,} fewer")  # fmt: skip
     # the model card's totals, which the inputs reproduce
@@ -258,8 +279,10 @@ def test_the_gpu_time_table_follows_from_the_settings() -> None:
     _has(f"S = {start} s and r = {round_s} s are **assumptions, not measurements**")
     for low, high in rows.values():
         a, b = 2 * start + low * round_s, 2 * start + high * round_s
-        _has(f"2 × {start} + {low} × {round_s} = {a:,} s to 2 × {start} + {high} × {round_s} = "
-             f"{b:,} s ({a / 60:.1f} to {b / 60:.1f} minutes)")
+        _has(
+            f"2 × {start} + {low} × {round_s} = {a:,} s to 2 × {start} + {high} × {round_s} = "
+            f"{b:,} s ({a / 60:.1f} to {b / 60:.1f} minutes)"
+        )
 
 
 # --- every command on the page, run ----------------------------------------------------------
@@ -276,9 +299,8 @@ def test_every_command_on_the_page_is_run_here() -> None:
     assert len(commands) == PROBE_READ + 1, commands
     assert commands[SAVE].startswith(f"pytest {SUITE} ") and "--specdecode-save" in commands[SAVE]
     assert "--specdecode-compare baselines/h100.json" in commands[COMPARE]
-    assert commands[OFFLINE] == commands[HEAD_COMPARE] == (
-        "python -m pytest_specdecode compare old.json new.json"
-    )
+    assert commands[HEAD_COMPARE] == "python -m pytest_specdecode compare old.json new.json"
+    assert commands[OFFLINE] == f"new/bin/{commands[HEAD_COMPARE]}"
     assert NEW_HEAD in commands[HEAD_NEW]
     assert commands[TINY] == "python -m pytest_specdecode.tiny --ini > pytest.ini"
     assert commands[PROBE_READ].startswith('python -c "')
@@ -306,8 +328,8 @@ def test_the_install_commands_pin_vllm_as_the_workflow_does() -> None:
                                  (VENV_NEW, "new", candidate)):  # fmt: skip
         argv = shlex.split(commands[index])
         if venv is not None:
-            assert argv[:4] == ["python", "-m", "venv", venv] and argv[4] == "&&"
-            argv = ["python", "-m", "pip", *argv[6:]] if argv[5] == f"{venv}/bin/pip" else argv
+            assert argv[:6] == ["python", "-m", "venv", venv, "&&", f"{venv}/bin/pip"], argv
+            argv = ["python", "-m", "pip", *argv[6:]]
         assert argv[:4] == ["python", "-m", "pip", "install"], argv
         package, vllm = (Requirement(r) for r in argv[4:])
         assert package.name == "pytest-specdecode" and package.extras == {"gpu"}
@@ -315,21 +337,47 @@ def test_the_install_commands_pin_vllm_as_the_workflow_does() -> None:
         assert allowed.specifier.contains(version)
 
 
+def qwen3_config() -> dict[str, Any]:
+    """A ``config.json`` of the page's inputs (section 3), as Qwen/Qwen3-8B's."""
+    names = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+             "head_dim", "intermediate_size", "vocab_size")  # fmt: skip
+    return {
+        "_name_or_path": ini()["specdecode_target"],
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        **{name: int(_input(name)) for name in names},
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+
+
+@pytest.fixture(scope="module")
+def chat_loaded(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``prompts.chat`` run once before any ``pytester`` exists: pytester drops the modules
+    first imported while it lives, and the tokenizer's extension modules cannot be imported
+    twice in one process (tests/conftest.py)."""
+    target = _tokenizer_folder(tmp_path_factory.mktemp("chat"), QWEN3_STYLE)
+    (rendered,) = prompts.chat(target, prompts.standard("mt-bench")[:1], enable_thinking=False)
+    assert rendered.endswith("<think>\n\n</think>\n\n")
+    prompts.chat(target, ["hi"], tokenize=True, enable_thinking=False)
+
+
 @pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
+def suite(
+    chat_loaded: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> FakeSource:
     """The page's two files in ``gpu_tests/`` on simulated engines on one (simulated) GPU; the
     target is a local folder with the target's tokenizer and a Qwen3-style chat template, so
     ``prompts.chat(..., enable_thinking=False)`` renders as it would for Qwen3-8B."""
     import pytest_specdecode.engines.hardware as hardware
 
-    monkeypatch.setattr(hardware, "nvml_gpus", lambda: ("a GPU",))
+    gpu = hardware.Gpu(0, "NVIDIA H100 80GB HBM3", 80.0, 80.0)
+    monkeypatch.setattr(hardware, "nvml_gpus", lambda: (gpu,))
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     engines = use_fake(pytester, monkeypatch)
     (pytester.path / "models").mkdir()
     target = _tokenizer_folder(pytester.path / "models", QWEN3_STYLE)
-    # load the tokenizer's and the template's extension modules before any in-process run
-    (rendered,) = prompts.chat(target, ["hi"], enable_thinking=False)
-    assert rendered.endswith("<think>\n\n</think>\n\n")
+    (target / "config.json").write_text(json.dumps(qwen3_config()))
     (pytester.path / SUITE).mkdir()
     (pytester.path / "baselines").mkdir()
     (ini_block,) = blocks("ini")
@@ -339,7 +387,12 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> FakeSou
     (pytester.path / SUITE / "test_qwen3_eagle3.py").write_text(test_file)
     head = pytester.path / NEW_HEAD
     head.mkdir(parents=True)
-    (head / "config.json").write_text(json.dumps({"architectures": ["Eagle3LlamaForCausalLM"]}))
+    (head / "config.json").write_text(json.dumps({  # a speculators EAGLE-3 checkpoint's
+        "architectures": ["Eagle3Speculator"],
+        "speculators_config": {"algorithm": "eagle3", "verifier": {
+            "name_or_path": "Qwen/Qwen3-8B", "architectures": ["Qwen3ForCausalLM"]}},
+        "transformer_layer_config": {"hidden_size": int(_input("hidden_size"))},
+    }))  # fmt: skip
     return engines
 
 
@@ -352,7 +405,8 @@ def run_pytest(pytester: pytest.Pytester, command: str, *extra: str) -> pytest.R
 
 def run_cli(command: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     argv = shlex.split(command)
-    assert argv[:3] == ["python", "-m", "pytest_specdecode"], argv
+    assert argv[0] in ("python", "new/bin/python"), argv
+    assert argv[1:3] == ["-m", "pytest_specdecode"], argv
     status = cli_main(argv[3:])
     out, err = capsys.readouterr()
     return status, out + err
@@ -378,6 +432,9 @@ def test_the_upgrade_gate_saves_compares_with_a_warning_and_saves_again(
     assert saved["method"] == "eagle3" and saved["num_speculative_tokens"] == 3
     assert len(saved["ratios"]) >= MIN_BASELINE_ROUNDS and len(saved["sessions"]) == 1
     assert (pytester.path / "specdecode-report.json").is_file()
+    run_pytest(pytester, commands[SAVE]).assert_outcomes(passed=1)  # the next push to main
+    (saved,) = json.loads(baseline.read_text())["results"]
+    assert len(saved["sessions"]) == 2  # each later push adds a saving session
 
     suite.vllm_version = new  # 3. the upgrade's pull request compares on the new vLLM
     result = run_pytest(pytester, commands[COMPARE])
@@ -413,7 +470,9 @@ def test_two_environments_compared_offline(
     capsys.readouterr()
     status, out = run_cli(commands[OFFLINE], capsys)
     assert status == EXIT_OK, out
-    assert f"WARNING: the two runs come from different environments: vllm {old} -> {new}" in out
+    warning = f"WARNING: the two runs come from different environments: vllm {old} -> {new}"
+    assert warning in out
+    _has(f"`{warning} (...)`")
     assert "speedup" in out
     # why both runs save: a report of 5 rounds is refused as the baseline
     run_pytest(pytester, "pytest gpu_tests --specdecode-report old.json").assert_outcomes(passed=1)
@@ -449,14 +508,17 @@ def test_a_cpu_box_collects_checks_and_skips(
     assert f"{NODEID}" in collected.stdout.str()
     skipped = run_pytest(pytester, commands[SKIP])
     skipped.assert_outcomes(skipped=1)
-    line = "SKIPPED [1] *: needs 1 GPU(s), NVML sees 0"
-    skipped.stdout.fnmatch_lines([line])
+    skipped.stdout.fnmatch_lines(["SKIPPED [[]1[]] *: needs 1 GPU(s), NVML sees 0"])
     _has("`SKIPPED [1] ...: needs 1 GPU(s), NVML sees 0`")
-    # the configuration is checked all the same: a misspelt key is an error, not a skip
+    # the configuration is checked all the same: a method the installed vLLM lacks is an
+    # error, not a skip
     ini_path = pytester.path / SUITE / "pytest.ini"
-    ini_path.write_text(ini_path.read_text().replace("num_speculative_tokens", "num_spec_tokens"))
+    ini_path.write_text(ini_path.read_text().replace('"eagle3"', '"eagle_3"'))
     broken = run_pytest(pytester, commands[SKIP])
-    assert broken.ret != 0 and "num_spec_tokens" in broken.stdout.str() + broken.stderr.str()
+    broken.assert_outcomes(errors=1)
+    message = "unknown method 'eagle_3' (did you mean 'eagle3'?)"
+    assert message in broken.stdout.str()
+    _has(f"`{message}`")
 
 
 def test_the_tiny_models_ini_command(
@@ -468,7 +530,8 @@ def test_the_tiny_models_ini_command(
     from pytest_specdecode.tiny import __main__ as tiny_cli
 
     argv = shlex.split(page_commands()[TINY])
-    assert argv[:3] == ["python", "-m", "pytest_specdecode.tiny"] and argv[4:] == [">", "pytest.ini"]
+    assert argv[:3] == ["python", "-m", "pytest_specdecode.tiny"]
+    assert argv[4:] == [">", "pytest.ini"]
     models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u")))
     monkeypatch.setattr(tiny_cli, "tiny_models", lambda: models)
     tiny_cli.main([argv[3]])
@@ -480,7 +543,9 @@ def test_the_tiny_models_ini_command(
     _has("for that machine only: do not commit the file")
 
 
-def test_the_timing_probe_reads_starts_and_rounds(pytester: pytest.Pytester, suite: FakeSource) -> None:
+def test_the_timing_probe_reads_starts_and_rounds(
+    pytester: pytest.Pytester, suite: FakeSource
+) -> None:
     commands = page_commands()
     run_pytest(pytester, commands[PROBE]).assert_outcomes(passed=1)
     (result,) = json.loads((pytester.path / "report.json").read_text())["results"]
@@ -489,6 +554,7 @@ def test_the_timing_probe_reads_starts_and_rounds(pytester: pytest.Pytester, sui
     done = subprocess.run([sys.executable, *argv[1:]], cwd=pytester.path, capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert re.fullmatch(
-        r"engine starts: 2 taking [\d.]+ s; per paired round: [\d.]+ s\n", done.stdout
-    ), done.stdout
+    time = json.loads((pytester.path / "report.json").read_text())["session"]["time"]
+    assert time["engine_starts"] == 2  # the table's 2 starts
+    start, round_s = time["start_seconds"] / 2, time["round_seconds"] / result["trials"]
+    assert done.stdout == f"S = {start:.0f} s, r = {round_s:.1f} s\n", done.stdout
