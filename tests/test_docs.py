@@ -151,6 +151,25 @@ def test_no_page_says_a_saving_run_takes_30_rounds_by_default() -> None:
     assert not found, found
 
 
+def test_one_hardware_class_per_baseline_is_told_with_the_upgrade_gate() -> None:
+    """A baseline holds for one hardware class, yet a vLLM upgrade is compared across on
+    purpose (the how-to's gate): a paragraph saying the first says the second, and README's
+    and the pages' 'same vLLM' no longer contradicts 'gate every upgrade'."""
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in _pages()}
+    rule = re.compile(r"hardware class|one per runner class")
+    alone = [
+        f"{path}: {paragraph[:80]!r}"
+        for path, text in texts.items()
+        if not path.endswith("changelog.md")
+        for paragraph in text.split("\n\n")
+        if rule.search(paragraph) and "same vLLM" in paragraph
+    ]
+    assert not alone, alone
+    for path in ("README.md", "docs/getting-started.md", "docs/ci.md"):
+        paragraph = next(x for x in texts[path].split("\n\n") if rule.search(x))
+        assert "upgrade" in paragraph and "howto-eagle3-gpu.md" in paragraph, (path, paragraph)
+
+
 def test_ci_page_states_the_refused_short_baseline_where_the_statuses_are() -> None:
     """The offline compare refuses a baseline under 20 rounds as the plugin does
     (tests/test_cli.py), and the exit-status table says so."""
