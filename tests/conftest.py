@@ -5,9 +5,12 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+
+import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -94,6 +97,15 @@ _preload()
 
 # The terminal summary fits the terminal's width (80 columns when pytest cannot tell, as in
 # pytester runs and CI logs), wrapping lines and moving table columns to a line under each
-# row. The tests of what the summary says read it at a width where nothing wraps; the tests of
-# the fitting itself (tests/test_summary_width.py) set $COLUMNS to the width they check.
+# row. The tests of what the summary says read it at a width where nothing wraps: the pytest
+# runs they start (in process or not) see $COLUMNS 400; the tests of the fitting itself
+# (tests/test_summary_width.py) set $COLUMNS to the width they check. This session's own
+# output keeps the terminal's width.
+_OWN_WIDTH = shutil.get_terminal_size(fallback=(80, 24)).columns
 os.environ.setdefault("COLUMNS", "400")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.get_plugin("terminalreporter") is not None:
+        config.get_terminal_writer().fullwidth = _OWN_WIDTH
