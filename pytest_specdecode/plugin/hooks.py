@@ -58,8 +58,7 @@ def _progress_writer(config: pytest.Config) -> SpecDecodeSession:
             capman.suspend_global_capture(in_=True)
         try:
             reporter.ensure_newline()
-            for line in _wrapped(reporter, f"[specdecode] {message}"):
-                reporter.write_line(line)
+            _write(reporter, f"[specdecode] {message}")
         finally:
             if capman is not None:
                 capman.resume_global_capture()
@@ -259,12 +258,13 @@ def _width(terminalreporter: pytest.TerminalReporter) -> int:
     return int(terminalreporter.config.get_terminal_writer().fullwidth)
 
 
-def _wrapped(terminalreporter: pytest.TerminalReporter, text: str) -> list[str]:
-    """``text`` to write: a table (several lines) as it is, one line wrapped to the terminal's
+def _write(terminalreporter: pytest.TerminalReporter, text: str, **markup: bool) -> None:
+    """Write ``text``: a table (several lines) as it is, one line wrapped to the terminal's
     width (:func:`~pytest_specdecode.reporting.fit.wrap`)."""
     from ..reporting.fit import wrap
 
-    return [text] if "\n" in text else wrap(text, _width(terminalreporter))
+    for line in [text] if "\n" in text else wrap(text, _width(terminalreporter)):
+        terminalreporter.write_line(line, **markup)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -290,11 +290,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         served=state.served,
         width=_width(terminalreporter),
     )
-    for line in (part for text in lines for part in _wrapped(terminalreporter, text)):
-        terminalreporter.write_line(line)
+    for text in lines:
+        _write(terminalreporter, text)
     for text in sizing_lines(report):
-        for line in _wrapped(terminalreporter, text):
-            terminalreporter.write_line(line, yellow=text.startswith("WARNING"))
+        _write(terminalreporter, text, yellow=text.startswith("WARNING"))
     terminalreporter.write_sep("-", "worth it? (per target and proposer)")
     for checklist in checklists(report):
         for line in checklist.text(_width(terminalreporter)):
@@ -321,11 +320,9 @@ def _file_lines(terminalreporter: pytest.TerminalReporter, state: SpecDecodeSess
         what = "baseline updated" if name == "baseline" else "results written to"
         terminalreporter.write_line(f"{what} {path}" if name != "baseline" else f"{what}: {path}")
     for notice in state.notices:
-        for line in _wrapped(terminalreporter, notice):
-            terminalreporter.write_line(line, yellow=True)
+        _write(terminalreporter, notice, yellow=True)
     for error in state.output_errors:
-        for line in _wrapped(terminalreporter, f"ERROR: {error}"):
-            terminalreporter.write_line(line, red=True, bold=True)
+        _write(terminalreporter, f"ERROR: {error}", red=True, bold=True)
 
 
 def _nothing_measured_summary(
