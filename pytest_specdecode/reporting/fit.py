@@ -66,9 +66,10 @@ def _header_lines(title: str) -> tuple[str, str]:
 def compact_table(
     headers: Sequence[str], table: Sequence[Sequence[str]], wrap_first: int | None = None
 ) -> str:
-    """A plain-text table for a narrow terminal: each header over two lines, a rule of dashes
-    as wide as each column, columns two spaces apart, cells left-aligned; the first column's
-    cells wrapped to ``wrap_first`` characters when given (a row then takes several lines)."""
+    """A plain-text table for a narrow terminal: three heading lines (each header over two,
+    then a rule of dashes as wide as each column), columns two spaces apart, cells
+    left-aligned; the first column's cells wrapped to ``wrap_first`` characters when given (a
+    row then takes several lines)."""
     heads = [_header_lines(h) for h in headers]
     cells = [
         [textwrap.wrap(cell, wrap_first) or [""] if i == 0 and wrap_first else [cell]
@@ -83,10 +84,11 @@ def compact_table(
     def line(parts: Sequence[str]) -> str:
         return "  ".join(part.ljust(w) for part, w in zip(parts, widths, strict=True)).rstrip()
 
-    out = []
-    if any(top for top, _ in heads):
-        out.append(line([top for top, _ in heads]))
-    out += [line([bottom for _, bottom in heads]), line(["-" * w for w in widths])]
+    out = [
+        line([top for top, _ in heads]),
+        line([bottom for _, bottom in heads]),
+        line(["-" * w for w in widths]),
+    ]
     for row in cells:
         for n in range(max(len(parts) for parts in row)):
             out.append(line([parts[n] if n < len(parts) else "" for parts in row]))

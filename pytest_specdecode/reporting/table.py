@@ -274,8 +274,9 @@ def render_with_phases(
     else:
         table, heading, extras = render_fitted(results, width)
     timed = any(phases(r) is not None for r in results)
+    tail = [f"phases: {SERVED}"] if served and not timed else []
     if not timed and not any(extras):
-        return [table, f"phases: {SERVED}"] if served else [table]
+        return [table, *tail]
     lines = table.split("\n")
     head, body = lines[:heading], lines[heading:]
     if len(body) != len(results):  # a row over several lines: the lines under it go below
@@ -286,7 +287,7 @@ def render_with_phases(
                 out += wrap(f"{name}: {extra}", width)
             if timed:
                 out += wrap(f"{name}: {printable(phase_line(r, served=served))}", width)
-        return out if timed or not served else [*out, f"phases: {SERVED}"]
+        return [*out, *tail]
     out = head
     for text, r, extra in zip(body, results, extras, strict=True):
         out.append(text)
@@ -294,7 +295,7 @@ def render_with_phases(
             out += wrap(f"  {extra}", width, 4)
         if timed:
             out += wrap(f"  {printable(phase_line(r, served=served))}", width, 4)
-    return ["\n".join(out)] if timed or not served else ["\n".join(out), f"phases: {SERVED}"]
+    return ["\n".join(out), *tail]
 
 
 def phase_markdown(results: Sequence[ReportEntry], *, served: bool = False) -> list[str]:
