@@ -53,8 +53,7 @@ class ExtensionModuleCache(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 continue
             if isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
                 spec.loader = _Recording(spec.loader, self.loaded)
-                return spec
-            return None  # not an extension module: the usual import goes on
+            return spec  # the spec the next finders give: no second search for it
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
