@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,12 +167,14 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     monkeypatch.syspath_prepend(str(root))
+    # not vLLM: not in the session's count of engine starts
+    monkeypatch.delenv(pool_module.STARTS_LOG_ENV, raising=False)
     monkeypatch.setattr(placement_module, "find_iomp", lambda: None)
     real_place = placement_module.place
 
-    def place(config: EngineConfig, device: Device, max_engines: int) -> Placement:
+    def place(config: EngineConfig, device: Device, max_engines: int, **kw: Any) -> Placement:
         """The pool's placement, plus where the fake engine writes its pids."""
-        placed = real_place(config, device, max_engines)
+        placed = real_place(config, device, max_engines, **kw)
         kwargs = {**placed.engine_kwargs, "pids_file": str(tmp_path / "pids")}
         return Placement(kwargs, placed.memory, placed.env)
 
@@ -476,6 +479,28 @@ def test_the_log_folder_is_removed_when_no_engine_failed(fake_vllm: Path) -> Non
     pool.close()
     assert not os.path.exists(pool.log_dir)
     assert pool.kept_logs() == []
+
+
+def test_each_launched_start_is_one_line_in_the_starts_log(
+    fake_vllm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PYTEST_SPECDECODE_STARTS_LOG: a line per engine whose process was launched, started or
+    failed, from whichever process's pool started it."""
+    log = fake_vllm / "starts.jsonl"
+    monkeypatch.setenv(pool_module.STARTS_LOG_ENV, str(log))
+    pool = _pool(fake_vllm, [])
+    try:
+        pool.acquire(_config("ok"))
+        with pytest.raises(EngineStartError):
+            pool.acquire(_config("no-config"))
+    finally:
+        pool.close()
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["engine"], line["ok"], line["pid"]) for line in lines] == [
+        (_config("ok").describe(), True, os.getpid()),
+        (_config("no-config").describe(), False, os.getpid()),
+    ]
+    assert lines[0]["seconds"] > 0 and lines[0]["mode"] == "multiprocess"
 
 
 #: What vLLM 0.32 printed for a model folder without ``config.json``, in a log that, like every

@@ -389,3 +389,34 @@ def test_an_in_process_engine_speculates_and_reports_its_metrics(tmp_path: Any) 
     assert sum(r.spec_steps or 0 for r in done.requests) == delta.num_drafts
     assert all(r.per_step_accepted for r in done.requests)
     assert group_pids(pid) == []
+
+
+# -- the engine_mode setting -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "in_process"), [("in-process", True), ("multiprocess", False)])
+def test_the_engine_mode_setting_reaches_each_engine_s_placement(
+    value: str, in_process: bool
+) -> None:
+    """``engine_mode`` (Bench keyword, --specdecode-engine-mode, ini) → the pool → place()."""
+    from pytest_specdecode.measure.bench import bench_settings, make_source
+
+    from .fakes import FakeSource, fake_pool
+
+    pool = make_source(bench_settings({"engine_mode": value}), lambda _: None)
+    assert pool.mode == value  # type: ignore[attr-defined]
+    fake = fake_pool(FakeSource(), mode=value)
+    engine = fake.acquire(config())
+    assert (engine.placement.env.get(MULTIPROCESSING_ENV) == "0") is in_process
+    assert (engine.placement.engine_kwargs.get("distributed_executor_backend") == "uni") is (
+        in_process
+    )
+    fake.close()
+
+
+def test_a_bad_engine_mode_names_the_setting_and_the_choices() -> None:
+    from pytest_specdecode.errors import ConfigError
+    from pytest_specdecode.measure.bench import bench_settings
+
+    with pytest.raises(ConfigError, match=r"Bench\(engine_mode=\.\.\.\).*in-process"):
+        bench_settings({"engine_mode": "threads"})

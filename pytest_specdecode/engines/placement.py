@@ -12,8 +12,8 @@ round trips between engine core and model process (on a CPU, where vLLM schedule
 async scheduling, a speculative step pays one more: ``take_draft_token_ids``), so the measured
 figures are not those of a deployed vLLM: on the tiny pair, speedup +7.3% (95% CI +3.9% to
 +10.7%) and speculative tokens/s +11.5%, acceptance unchanged (``benchmarks/startup.py
-modes``). Engines on several devices, and those whose layout the user chose, are always
-multiprocess.
+modes``). The ``engine_mode`` setting (``--specdecode-engine-mode``) chooses; engines on
+several devices, and those whose layout the user chose, are always multiprocess.
 """
 
 from __future__ import annotations

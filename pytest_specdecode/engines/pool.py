@@ -3,6 +3,7 @@ across tests, evicting the one needed farthest ahead."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -14,7 +15,7 @@ from .config import EngineConfig
 from .hardware import Device, detect_device
 from .interrupts import sigterm_as_interrupt, sigterm_restored
 from .local import Engine
-from .placement import memory_advice, out_of_memory, place
+from .placement import DEFAULT_MODE, ENGINE_MODES, memory_advice, out_of_memory, place
 from .protocol import QUIET_S, EngineBackend, Placement
 from .schedule import victim
 
@@ -23,6 +24,35 @@ Progress = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     pass
+
+
+#: When set, every local engine start, in any process that inherits it, appends one JSON
+#: line to the file it names: ``{"engine", "seconds", "mode", "ok", "pid"}`` (``seconds``:
+#: launch to ready, ``mode``: vLLM's layout, ``pid``: the process whose pool started it). A
+#: CI job reads it to count the engine starts of every run it made (the project's own test
+#: suite prints the count at its end).
+STARTS_LOG_ENV = "PYTEST_SPECDECODE_STARTS_LOG"
+
+
+def log_start(engine: Engine, ok: bool) -> None:
+    """One line in the :data:`STARTS_LOG_ENV` file, when that is set and the engine's process
+    was launched (never an error)."""
+    path = os.environ.get(STARTS_LOG_ENV)
+    if not path or engine.pid is None:
+        return
+    info = getattr(engine, "info", None) or {}
+    line = {
+        "engine": engine.config.describe(),
+        "seconds": round(float(engine.start_seconds or 0.0), 3),
+        "mode": info.get("engine_mode"),
+        "ok": ok,
+        "pid": os.getpid(),
+    }
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+    except OSError:
+        pass
 
 
 def start_together(device: Device, placements: Sequence[Placement]) -> str | None:
@@ -68,10 +98,15 @@ class EnginePool:
         device: Device | None = None,
         log_dir: str | None = None,
         engine_factory: Callable[..., Engine] = Engine,
+        mode: str = DEFAULT_MODE,
     ) -> None:
         """``engine_factory`` makes each engine (``Engine``'s signature; tests give a stand-in
-        that starts no process)."""
+        that starts no process); ``mode`` is the engine mode asked for
+        (:func:`~.placement.place`)."""
+        if mode not in ENGINE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(ENGINE_MODES)}; got {mode!r}")
         self.max_engines = max_engines
+        self.mode = mode
         self.quiet_seconds = QUIET_S
         self.timeout = timeout
         self.progress = progress
@@ -175,7 +210,7 @@ class EnginePool:
                 old.begin_close()
                 self._stopping.append(old)
             self.stop_seconds += time.perf_counter() - stopping
-        placements = [place(c, self.device, self.max_engines) for c in batch]
+        placements = [place(c, self.device, self.max_engines, mode=self.mode) for c in batch]
         why = start_together(self.device, placements)
         if why is not None and why not in self.sequential_reasons:
             self.sequential_reasons.append(why)
@@ -212,7 +247,9 @@ class EnginePool:
                     engine.wait_ready()
                 except EngineError as exc:  # the others may still start: wait for them
                     failures.append(exc)
+                    log_start(engine, ok=False)
                     continue
+                log_start(engine, ok=True)
                 self._engines[config.key] = engine
                 self.progress(f"{config.describe()} ready in {engine.start_seconds:.1f} s")
         except BaseException:  # an interrupt: no engine of this start outlives it

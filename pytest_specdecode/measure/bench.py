@@ -72,6 +72,7 @@ BENCH_SETTINGS = (
     "max_trials",
     "precision",
     "max_engines",
+    "engine_mode",
     "timeout",
     "cost_ratio",
     "baseline_url",
@@ -122,7 +123,10 @@ def make_source(settings: GlobalSettings, progress: Progress) -> EngineSource:
     from ..engines.pool import EnginePool
 
     return EnginePool(
-        settings.get("max_engines"), timeout=settings.get("timeout"), progress=progress
+        settings.get("max_engines"),
+        timeout=settings.get("timeout"),
+        progress=progress,
+        mode=settings.get("engine_mode"),
     )
 
 
