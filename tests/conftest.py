@@ -4,9 +4,11 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -104,7 +106,54 @@ _OWN_WIDTH = shutil.get_terminal_size(fallback=(80, 24)).columns
 os.environ.setdefault("COLUMNS", "400")
 
 
+# Engine layout. A real engine here runs vLLM's engine core and model in the plugin's engine
+# worker (vLLM's own switch, VLLM_ENABLE_V1_MULTIPROCESSING=0: the plugin then keeps vLLM's
+# choice), which starts in about 11 s instead of 26 s on these machines (benchmarks/startup.py
+# modes). The tests of what happens to vLLM's own processes (its engine core killed, Ctrl-C
+# with them running, the example suites as a user runs them) start theirs with vLLM's layout:
+# ``multiprocess_env()`` in tests/e2e_support.py.
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+# Every engine start of the session, in this process and in every run it starts, is one line
+# in this file (the plugin's PYTEST_SPECDECODE_STARTS_LOG); the count is printed at the end.
+_STARTS_ENV = "PYTEST_SPECDECODE_STARTS_LOG"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.get_plugin("terminalreporter") is not None:
         config.get_terminal_writer().fullwidth = _OWN_WIDTH
+    if not os.environ.get(_STARTS_ENV) and not hasattr(config, "workerinput"):
+        handle, path = tempfile.mkstemp(prefix="specdecode-starts-", suffix=".jsonl")
+        os.close(handle)
+        os.environ[_STARTS_ENV] = path
+        config.stash[_STARTS_KEY] = path
+
+
+_STARTS_KEY = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The engine starts of the whole session (its own and its runs'), when there were any."""
+    path = terminalreporter.config.stash.get(_STARTS_KEY, None)
+    if path is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            starts = [json.loads(line) for line in fh if line.strip()]
+        os.remove(path)
+    except (OSError, ValueError):
+        return
+    if not starts:
+        return
+    seconds = sum(s["seconds"] for s in starts)
+    modes: dict[str, int] = {}
+    for s in starts:
+        modes[str(s.get("mode") or "failed")] = modes.get(str(s.get("mode") or "failed"), 0) + 1
+    processes = len({s["pid"] for s in starts})
+    layout = ", ".join(f"{n} {mode}" for mode, n in sorted(modes.items()))
+    terminalreporter.write_sep("=", "real engines")
+    terminalreporter.write_line(
+        f"engine starts: {len(starts)} ({layout}) in {processes} process(es), "
+        f"{seconds:.0f} s from launch to ready (engines starting together each counted)"
+    )

@@ -25,6 +25,18 @@ needs_vllm = pytest.mark.skipif(
 )
 
 
+#: vLLM's switch for its engine core's process; tests/conftest.py sets it to "0" (engines
+#: start faster in the plugin's worker) unless the environment has it already.
+LAYOUT_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+def vllm_layout(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a run whose engines keep vLLM's own processes (``VLLM::EngineCore`` and
+    its model worker), as a user's do: for the tests of what happens to those processes and of
+    runs as a user starts them."""
+    return {k: v for k, v in env.items() if k != LAYOUT_ENV}
+
+
 def build_pair(root: Path) -> dict[str, str]:
     """Build the random tiny pair in a subprocess (keeps torch out of this process)."""
     code = (
@@ -56,7 +68,7 @@ def serve_vllm(
     preloaded where found (CPU speculation wants it)."""
     from pytest_specdecode.engines.hardware import find_iomp
 
-    env = {**os.environ, **(env or {})}
+    env = vllm_layout({**os.environ, **(env or {})})  # a server as deployed
     iomp = find_iomp()
     if iomp:
         env["LD_PRELOAD"] = iomp
@@ -163,14 +175,14 @@ def default_sigint() -> None:
 
 class Proc:
     """A command run in a session of its own (as from a terminal), tagged (see
-    :func:`tagged_env`), its output lines (stdout and stderr together) collected as they
-    come."""
+    :func:`tagged_env`), its engines in vLLM's layout (:func:`vllm_layout`), its output lines
+    (stdout and stderr together) collected as they come."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.tag = f"specdecode-proc-{uuid.uuid4().hex}"
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            args, cwd=cwd, env={**tagged_env(self.tag), **(env or {})},
+            args, cwd=cwd, env=vllm_layout({**tagged_env(self.tag), **(env or {})}),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True, preexec_fn=default_sigint,
         )  # fmt: skip

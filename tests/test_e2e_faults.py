@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 
-from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, surviving_processes
+from .e2e_support import (
+    ENGINE_KWARGS,
+    build_pair,
+    needs_vllm,
+    surviving_processes,
+    vllm_layout,
+)
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -102,7 +108,7 @@ def faults_run(
         cwd=root, capture_output=True, text=True, timeout=900,
         # SPT_NOENV: vLLM retitles its processes (VLLM::EngineCore) with setproctitle, which
         # otherwise overwrites /proc/PID/environ, and the tag with it.
-        env={**os.environ, "SPECDECODE_E2E_TAG": tag, "SPT_NOENV": "1"},
+        env=vllm_layout({**os.environ, "SPECDECODE_E2E_TAG": tag, "SPT_NOENV": "1"}),
     )  # fmt: skip
     report_path = Path(root / "report.json")
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
