@@ -104,8 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # started twice (a few GiB of RAM)
         config.option.specdecode_max_engines = str(TINY_MAX_ENGINES)
     if not (
-        config.getoption("specdecode_engine_mode", None)
-        or config.getini("specdecode_engine_mode")
+        config.getoption("specdecode_engine_mode", None) or config.getini("specdecode_engine_mode")
     ):
         # vLLM inside each engine worker: a tiny engine starts in about 11 s instead of 26 s
         # (docs/methodology.md, "Why vLLM's own processes"); your own models keep vLLM's layout

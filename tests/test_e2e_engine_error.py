@@ -21,7 +21,13 @@ from pytest_specdecode.engines.local import Engine
 from pytest_specdecode.engines.placement import place
 from pytest_specdecode.errors import EngineCrashedError
 
-from .e2e_support import ENGINE_KWARGS, build_pair, needs_vllm, surviving_processes
+from .e2e_support import (
+    ENGINE_KWARGS,
+    LAYOUT_ENV,
+    build_pair,
+    needs_vllm,
+    surviving_processes,
+)
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -39,6 +45,7 @@ def test_the_engine_core_s_own_error_is_in_the_message(
     tag = f"specdecode-engine-error-{uuid.uuid4().hex}"
     monkeypatch.setenv("SPECDECODE_E2E_TAG", tag)  # the engine's processes inherit it
     monkeypatch.setenv("SPT_NOENV", "1")
+    monkeypatch.delenv(LAYOUT_ENV, raising=False)  # vLLM's engine core in a process of its own
     spec = {
         "method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 2,
         "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2,
