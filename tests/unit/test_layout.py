@@ -1,11 +1,13 @@
 """The package's layers import one way: plugin -> run -> reporting -> baselines -> measure ->
 engines (errors, names, settings, prompts, workloads, tolerances and the figure table are shared by
 all; engines are handed parsed settings), no module imports itself through others, and
-importing the plugin imports nothing heavy."""
+importing the plugin imports nothing heavy. The tests sit in a folder by kind: tests/unit,
+tests/plugin (pytester or pytest runs on fakes) and tests/e2e (real engines, the only slow ones)."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_specdecode"
+TESTS = PACKAGE.parent / "tests"
 
 #: What each layer may import from the package (besides itself and the shared modules).
 ALLOWED = {
@@ -106,3 +109,54 @@ def test_no_module_imports_itself_through_others() -> None:
 
     cycles = sorted(name for name in graph if name in reaches(name))
     assert not cycles, f"modules in an import cycle: {cycles}"
+
+
+# -- the tests' own layout ---------------------------------------------------------------------
+
+#: The folders of tests/, one per kind; the support modules stay at tests/ itself.
+KINDS = ("unit", "plugin", "e2e")
+#: A slow mark written out (tests/e2e/conftest.py marks everything under tests/e2e instead).
+SLOW_MARK = re.compile(r"\bmark\s*\.\s*slow\b")
+
+
+def _in_tests(path: Path) -> str:
+    return path.relative_to(TESTS).as_posix()
+
+
+def test_every_test_file_is_in_the_folder_of_a_kind() -> None:
+    misplaced = [
+        _in_tests(path)
+        for path in sorted(TESTS.rglob("test_*.py"))
+        if len(path.relative_to(TESTS).parts) != 2 or path.parent.name not in KINDS
+    ]
+    assert not misplaced, f"test files outside tests/unit, tests/plugin, tests/e2e: {misplaced}"
+    assert all((TESTS / kind / "__init__.py").is_file() for kind in KINDS)
+
+
+def test_only_the_e2e_folder_has_slow_tests() -> None:
+    """Real-engine tests go to tests/e2e, where every test is slow; elsewhere no slow mark."""
+    marked = [
+        _in_tests(path)
+        for path in sorted(TESTS.rglob("*.py"))
+        if path.relative_to(TESTS).parts[0] != "e2e"
+        and SLOW_MARK.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not marked, f"slow marks outside tests/e2e (move those tests there): {marked}"
+
+
+def test_unit_tests_drive_no_pytest() -> None:
+    """A test taking the ``pytester`` fixture drives pytest: it belongs in tests/plugin."""
+    driving = [
+        _in_tests(path)
+        for path in sorted((TESTS / "unit").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and "pytester" in [a.arg for a in node.args.args + node.args.kwonlyargs]
+    ]
+    assert not driving, f"tests/unit files that use pytester (move them to tests/plugin): {driving}"
+
+
+def test_the_slow_mark_check_can_fail() -> None:
+    slow = "slow"  # not written after "mark." here: this file is checked too
+    assert SLOW_MARK.search(f"@pytest.mark.{slow}\n") and SLOW_MARK.search(f"[mark . {slow}]")
+    assert not SLOW_MARK.search("a slow test; pytest.mark.slower; benchmark.slowest")
