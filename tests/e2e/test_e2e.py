@@ -7,8 +7,8 @@ One pytester session runs a whole suite, so each engine starts once.
 A gate's pass path is checked at 0.5x, a fail path at 25x or 50x: far on either side of what
 this pair measures (printed in the summary table), so a busy runner cannot flip a test. The
 gates' error rates are measured by simulating their code path (benchmarks/decisions.py, figures
-in docs/validation.md) and pinned on fakes with controlled noise (tests/test_detectable.py,
-tests/test_plugin_sizing.py, tests/test_sequential.py).
+in docs/validation.md) and pinned on fakes with controlled noise (tests/unit/test_detectable.py,
+tests/plugin/test_plugin_sizing.py, tests/unit/test_sequential.py).
 """
 
 from __future__ import annotations

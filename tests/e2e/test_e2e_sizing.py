@@ -5,7 +5,7 @@ of it; per-round log-ratio sd 0.10-0.14 measured on machine X, against 0.047 for
 one with four prompts a round; it now sends eight) takes rounds up to its cap and is flagged
 blind with what to change. Both tests share one engine pair. The tests check that each saving
 run follows the rule whichever way its noise goes (the rule's thresholds are asserted on fakes
-with controlled noise: tests/test_plugin_sizing.py, tests/test_detectable.py)."""
+with controlled noise: tests/plugin/test_plugin_sizing.py, tests/unit/test_detectable.py)."""
 
 from __future__ import annotations
 

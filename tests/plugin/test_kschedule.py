@@ -1,6 +1,6 @@
 """``Sweep.schedule``, ``Bench.check_schedule`` and ``assert_schedule_holds`` on the simulated
 backend; vLLM's own rules for ``num_speculative_tokens_per_batch_size`` (real engines:
-``test_e2e_kschedule.py``)."""
+``tests/e2e/test_e2e_kschedule.py``)."""
 
 from __future__ import annotations
 

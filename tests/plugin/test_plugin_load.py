@@ -1,4 +1,4 @@
-"""``Bench.load`` and ``specdecode.load`` on the simulated backend (real engines:
+"""``Bench.load`` and ``specdecode.load`` on the simulated backend (real engines, in tests/e2e:
 ``test_e2e_load.py``, ``test_e2e.py``, ``test_e2e_served.py``)."""
 
 from __future__ import annotations

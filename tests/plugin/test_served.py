@@ -1,6 +1,6 @@
 """Served deployments against stand-in OpenAI-compatible servers on loopback (no vLLM).
 
-The same flow against two real ``vllm serve`` processes is in ``test_e2e_served.py``.
+The same flow against two real ``vllm serve`` processes is in ``tests/e2e/test_e2e_served.py``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``Bench`` without pytest machinery, on the simulated backend (the real one runs in
-``test_e2e_bench.py``)."""
+``tests/e2e/test_e2e_bench.py``)."""
 
 from __future__ import annotations
 

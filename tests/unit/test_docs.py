@@ -172,7 +172,7 @@ def test_one_hardware_class_per_baseline_is_told_with_the_upgrade_gate() -> None
 
 def test_ci_page_states_the_refused_short_baseline_where_the_statuses_are() -> None:
     """The offline compare refuses a baseline under 20 rounds as the plugin does
-    (tests/test_cli.py), and the exit-status table says so."""
+    (tests/unit/test_cli.py), and the exit-status table says so."""
     from pytest_specdecode.settings import MIN_BASELINE_ROUNDS
 
     text = (DOCS / "ci.md").read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """Phase timing inside vLLM's worker (``engines/phases.py``), on a stand-in model runner with a
 clock the test moves: which span goes to which phase, prefill apart from decode, rounds apart,
-and never a failed step for a profile. The real engines: tests/test_e2e_phase_timing.py."""
+and never a failed step for a profile. The real engines: tests/e2e/test_e2e_phase_timing.py."""
 
 from __future__ import annotations
 
