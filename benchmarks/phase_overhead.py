@@ -13,7 +13,7 @@ worker, what the speedup sees) and for the caller's wait per round (adding the s
 collect calls into vLLM's workers, made outside the timed part). With it, from the rounds with
 phase timing: how much of a round's wall time its timed steps cover (the rest is request
 handling before the first step and after the last) and each phase's share of the decode and
-prefill steps (the figures ``tests/test_e2e_phase_timing.py`` prints but, being measured, does
+prefill steps (the figures ``tests/e2e/test_e2e_phase_timing.py`` prints but, being measured, does
 not assert). Run it on a quiet machine: other work on the machine widens the interval.
 """
 

@@ -25,7 +25,7 @@ pytest_plugins = ["pytester"]
 #   here, before any run, so every snapshot holds them with their Python parts;
 # - any other extension module, once loaded, is handed back on its next import instead of
 #   being loaded again (``ExtensionModuleCache``, first on ``sys.meta_path``).
-# tests/test_pytester_modules.py checks both.
+# tests/plugin/test_pytester_modules.py checks both.
 PRELOADED = (
     "jsonschema",
     "matplotlib",
@@ -100,7 +100,7 @@ _preload()
 # pytester runs and CI logs), wrapping lines and moving table columns to a line under each
 # row. The tests of what the summary says read it at a width where nothing wraps: the pytest
 # runs they start (in process or not) see $COLUMNS 400; the tests of the fitting itself
-# (tests/test_summary_width.py) set $COLUMNS to the width they check. This session's own
+# (tests/plugin/test_summary_width.py) set $COLUMNS to the width they check. This session's own
 # output keeps the terminal's width.
 _OWN_WIDTH = shutil.get_terminal_size(fallback=(80, 24)).columns
 os.environ.setdefault("COLUMNS", "400")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -37,18 +40,29 @@ def vllm_layout(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k != LAYOUT_ENV}
 
 
-def build_pair(root: Path) -> dict[str, str]:
-    """Build the random tiny pair in a subprocess (keeps torch out of this process)."""
-    code = (
-        "import json, sys; from pytest_specdecode.tiny.build import build_random_pair;"
-        "paths = build_random_pair(sys.argv[1], extra_drafts=1);"
-        "print(json.dumps({k: str(v) for k, v in paths.items()}))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
-    )
-    paths: dict[str, str] = json.loads(out.stdout.strip().splitlines()[-1])
-    return paths
+#: The random tiny pair of this process, built on first use (:func:`build_pair`).
+_PAIR: dict[str, str] = {}
+
+
+def build_pair(root: Path | None = None) -> dict[str, str]:
+    """The random tiny pair (target, draft, ``other_draft_1``): built once per process, in a
+    subprocess (keeps torch out of this one), into a folder removed at exit. No test writes
+    into it. ``root`` is not used (where the pair once went)."""
+    del root
+    if not _PAIR:
+        folder = tempfile.mkdtemp(prefix="specdecode-e2e-pair-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        code = (
+            "import json, sys; from pytest_specdecode.tiny.build import build_random_pair;"
+            "paths = build_random_pair(sys.argv[1], extra_drafts=1);"
+            "print(json.dumps({k: str(v) for k, v in paths.items()}))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(Path(folder) / "pair")],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        _PAIR.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    return dict(_PAIR)
 
 
 def free_port() -> int:

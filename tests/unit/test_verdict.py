@@ -1,0 +1,77 @@
+from dataclasses import replace
+
+import pytest
+
+from pytest_specdecode import assert_extra_memory
+from pytest_specdecode.errors import GateError
+from pytest_specdecode.measure.verdict import INCONCLUSIVE, NOT_WORTH, WORTH, judge
+
+from ..helpers import fake_result
+
+
+def test_clear_speedup_is_worth_it() -> None:
+    verdict, reasons = judge(fake_result())
+    assert verdict == WORTH and reasons[0].startswith("faster: speedup 2.00x")
+
+
+def test_slowdown_with_low_first_position_acceptance_names_the_cost_ratio() -> None:
+    result = replace(
+        fake_result(spec_times=(2.0, 2.2, 1.8)),
+        acceptance_per_position=[0.25, 0.1, 0.05, 0.02],
+        alpha=0.2,
+        cost_ratio=0.3,
+    )
+    verdict, reasons = judge(result)
+    assert verdict == NOT_WORTH
+    assert any(
+        "acceptance too low for this cost ratio: first draft token accepted 0.25 <= "
+        "draft/target cost 0.30, so even k=1 cannot win" in r
+        for r in reasons
+    )
+
+
+def test_decaying_acceptance_with_low_alpha_is_not_called_hopeless() -> None:
+    # conditional acceptance [0.5, 0.05, 0.05, 0.05]: alpha-hat 0.345 <= c = 0.4, yet k = 1
+    # gives (1 + 0.5) / (1 + 0.4) = 1.07
+    result = replace(
+        fake_result(spec_times=(1.1, 1.2, 1.0)),
+        acceptance_per_position=[0.5, 0.025, 0.00125, 0.0000625],
+        alpha=0.345,
+        cost_ratio=0.4,
+    )
+    _, reasons = judge(result)
+    assert not any("acceptance too low" in r for r in reasons)
+    hopeless = replace(result, acceptance_per_position=[0.4, 0.04, 0.004, 0.0004])
+    _, reasons = judge(hopeless)
+    assert any("first draft token accepted 0.40 <= draft/target cost 0.40" in r for r in reasons)
+
+
+def test_overhead_reads_efficiency_against_measured_tokens_per_step() -> None:
+    plain = fake_result(spec_times=(1.1, 1.2, 1.0))  # 4 tokens per step measured
+    result = replace(plain, cost_ratio=0.1, efficiency=0.5, alpha=0.9, predicted_speedup=3.0)
+    _, reasons = judge(result)
+    allowed = plain.mean_acceptance_length / 1.4
+    assert f"overhead: the measured speedup is 50% of the {allowed:.2f}x that 4.00 tokens" in (
+        " ".join(reasons)
+    )
+
+
+def test_straddling_one_is_inconclusive() -> None:
+    result = fake_result(spec_times=(0.8, 1.3, 1.0))
+    verdict, reasons = judge(result)
+    assert verdict == INCONCLUSIVE and "contains 1.0" in reasons[0]
+
+
+def test_memory_gate() -> None:
+    plain = fake_result()
+    result = replace(
+        plain,
+        baseline=replace(plain.baseline, memory_gib=1.0),
+        speculative=replace(plain.speculative, memory_gib=3.5),
+        extra_memory_gib=2.5,
+    )
+    verdict, reasons = judge(result, max_extra_memory_gib=1.0)
+    assert verdict == NOT_WORTH and "above the 1 GiB allowed" in reasons[-1]
+    assert_extra_memory(result, max=3.0)
+    with pytest.raises(GateError, match="costs 2.50 GiB more memory than the baseline"):
+        assert_extra_memory(result, max=1.0)
