@@ -20,6 +20,7 @@ from ..engines.protocol import Counters, EngineBackend, EngineSource, LoadRound
 from .inputs import cycled
 from .load import rate_text
 from .paired import counting
+from .warmup import warm_up
 
 Progress = Callable[[str], None]
 
@@ -59,9 +60,9 @@ def run_load(
     timeout: float | None = None,
     progress: Progress = lambda _: None,
 ) -> LoadRounds:
-    """Warm each engine up with one closed round of ``prompts``, then send each rate's
-    schedules (``rate -> one list of arrival times per round``, the request i carrying
-    ``prompts[i % len]``) to both: round j of each engine sends schedule j."""
+    """Warm each engine up with one closed round of ``prompts`` (:mod:`.warmup`), then send
+    each rate's schedules (``rate -> one list of arrival times per round``, the request i
+    carrying ``prompts[i % len]``) to both: round j of each engine sends schedule j."""
     __tracebackhide__ = True
     together = source.max_engines >= 2
     rates = sorted(schedules)
@@ -73,7 +74,7 @@ def run_load(
     def warm(engine: EngineBackend) -> None:
         __tracebackhide__ = True
         nonlocal ended
-        engine.generate_round(list(prompts), sampling)
+        warm_up(engine, list(prompts), sampling)
         ended = time.perf_counter()
 
     def measure(which: str, engine: EngineBackend, rate: float, j: int) -> None:

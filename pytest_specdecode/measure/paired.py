@@ -14,6 +14,7 @@ from ..engines.protocol import Counters, EngineBackend, EngineSource, Round
 from ..errors import EngineError
 from ..names import display_name
 from .sequential import MIN_ROUNDS
+from .warmup import warm_up
 
 #: Fewest paired rounds before a stopping rule may stop.
 MIN_ADAPTIVE_TRIALS = MIN_ROUNDS
@@ -121,7 +122,8 @@ def run_paired(
     progress: Progress = lambda _: None,
     stop: Callable[[list[float]], bool] | None = None,
 ) -> PairedRounds:
-    """Run warm-up and ``trials`` paired rounds on the engines ``source`` gives.
+    """Run warm-up and ``trials`` paired rounds on the engines ``source`` gives (each warm-up
+    round full on an engine's first use, short after: :mod:`.warmup`).
 
     With two engines resident the rounds are paired in counterbalanced order (baseline first
     in odd rounds, speculative first in even ones); with a pool of one they run one engine
@@ -134,14 +136,20 @@ def run_paired(
         __tracebackhide__ = True
         return engine.generate_round(prompts, sampling, concurrency)
 
+    def warm(engine: EngineBackend) -> None:
+        __tracebackhide__ = True
+        warm_up(engine, prompts, sampling, concurrency)
+
     if source.max_engines < 2:
-        return _sequential(source, baseline, speculative, gen, trials, warmup, timeout, progress)
+        return _sequential(
+            source, baseline, speculative, gen, warm, trials, warmup, timeout, progress
+        )
     base = source.acquire(baseline, keep=[speculative], timeout=timeout)
     spec = source.acquire(speculative, keep=[baseline], timeout=timeout)
     began = time.perf_counter()
     for _ in range(warmup):
-        gen(base)
-        gen(spec)
+        warm(base)
+        warm(spec)
     memory = {"baseline": source.memory_gib(base), "speculative": source.memory_gib(spec)}
     rec = _Recorder(spec)
     rec.warmup_seconds = time.perf_counter() - began
@@ -169,6 +177,7 @@ def _sequential(
     baseline: EngineConfig,
     speculative: EngineConfig,
     gen: Callable[[EngineBackend], Round],
+    warm: Callable[[EngineBackend], None],
     trials: int,
     warmup: int,
     timeout: float | None,
@@ -179,7 +188,7 @@ def _sequential(
     base = source.acquire(baseline, timeout=timeout)
     began = time.perf_counter()
     for _ in range(warmup):
-        gen(base)
+        warm(base)
     warmup_seconds = time.perf_counter() - began
     memory = {"baseline": source.memory_gib(base)}
     began = time.perf_counter()
@@ -188,7 +197,7 @@ def _sequential(
     spec = source.acquire(speculative, timeout=timeout)
     began = time.perf_counter()
     for _ in range(warmup):
-        gen(spec)
+        warm(spec)
     memory["speculative"] = source.memory_gib(spec)
     rec = _Recorder(spec)
     rec.warmup_seconds = warmup_seconds + time.perf_counter() - began

@@ -145,7 +145,7 @@ def test_a_second_ctrl_c_while_shutting_down(start: Callable[..., Proc]) -> None
     assert _engine_cores(p.tag), "both engines were gone before the second Ctrl-C"
     p.ctrl_c()
     assert p.exits(EXIT_SECONDS) != 0
-    assert "in run_paired" in p.output and "    gen(base)\n" in p.output, p.output  # warm-up
+    assert "in run_paired" in p.output and "    warm(base)\n" in p.output, p.output  # warm-up
     assert p.lines[-1].startswith("KeyboardInterrupt"), p.output
     assert surviving_processes(p.tag) == []
 
@@ -162,10 +162,12 @@ def test_ctrl_c_while_an_output_file_is_written(
         (tmp_path / name).write_text(before)
     (tmp_path / "conftest.py").write_text(SLOW_RENAME)
     p = start(
-        f"specdecode.run({PROMPTS[:2]!r}, max_tokens=128, trials=2)",
-        options=("--specdecode-report", "report.json", "--specdecode-save", "saved.json"),
+        f"specdecode.run({PROMPTS[:2]!r}, max_tokens=32)",
+        # the fewest rounds a saved run takes (sizing by noise would take up to 90)
+        options=("--specdecode-report", "report.json", "--specdecode-save", "saved.json",
+                 "--specdecode-baseline-trials", "20"),
         env={"SLOW_FILE": slow},
-    )
+    )  # fmt: skip
     p.wait_for(lambda: p.count("[test] renaming ") == 1, f"the write of {slow}", 600)
     p.ctrl_c()
     assert p.exits(EXIT_SECONDS) != 0
