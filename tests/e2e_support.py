@@ -91,9 +91,28 @@ def serve_vllm(
            "--max-model-len", "512", "--enforce-eager",
            "--kv-cache-memory-bytes", str(256 * 2**20), *extra]  # fmt: skip
     with log.open("wb") as out:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+    _LAUNCHED[proc.pid] = (model, time.monotonic())
+    return proc
+
+
+#: When each server :func:`serve_vllm` launched started, by pid (for the session's count).
+_LAUNCHED: dict[int, tuple[str, float]] = {}
+
+
+def _log_server_start(proc: subprocess.Popen[bytes], ok: bool) -> None:
+    """The server's start as a line of the session's engine starts (the plugin's
+    ``PYTEST_SPECDECODE_STARTS_LOG``, which tests/conftest.py sets), mode ``vllm serve``."""
+    path = os.environ.get("PYTEST_SPECDECODE_STARTS_LOG")
+    launched = _LAUNCHED.pop(proc.pid, None)
+    if not path or launched is None:
+        return
+    line = {"engine": f"vllm serve {launched[0]}", "seconds": time.monotonic() - launched[1],
+            "mode": "vllm serve", "ok": ok, "pid": os.getpid()}  # fmt: skip
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float = 420) -> None:
@@ -102,14 +121,17 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float 
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            _log_server_start(proc, ok=False)
             raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as response:
                 if response.status == 200:
+                    _log_server_start(proc, ok=True)
                     return
         except OSError:
             pass
         time.sleep(1)
+    _log_server_start(proc, ok=False)
     raise RuntimeError(f"server not ready in {limit:g} s:\n{log.read_text()[-3000:]}")
 
 

@@ -2,7 +2,7 @@
 takes few rounds for a quiet test and says it catches drops below 10%; a deliberately noisy
 test (one prompt, two tokens per round: a round is a few milliseconds, so timing jitter is most
 of it; per-round log-ratio sd 0.10-0.14 measured on machine X, against 0.047 for the quiet
-one with four prompts a round; it now sends eight) takes rounds up to its cap and is flagged
+one with four prompts a round; it sends six) takes rounds up to its cap and is flagged
 blind with what to change. Both tests share one engine pair. The tests check that each saving
 run follows the rule whichever way its noise goes (the rule's thresholds are asserted on fakes
 with controlled noise: tests/plugin/test_plugin_sizing.py, tests/unit/test_detectable.py)."""
@@ -32,18 +32,18 @@ DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens":
 
 @pytest.mark.specdecode("structured", speculative_config=DRAFT)
 def test_quiet(specdecode):
-    # one prompt after another: each round is eight requests long, so jitter averages out
-    # (with four, a busy runner's rounds left the detectable drop at 9.2-10.0%, on the line)
-    specdecode.run(prompts("structured", 8, seed=1), max_tokens=48, concurrency=1)
+    # one prompt after another: each round is six requests long, so jitter mostly averages
+    # out (which way its sizing goes is printed, not asserted: check_sized)
+    specdecode.run(prompts("structured", 6, seed=1), max_tokens=32, concurrency=1)
 
 @pytest.mark.specdecode("structured", speculative_config=DRAFT)
 def test_noisy(specdecode):
     specdecode.run(["the"], max_tokens=2)
 """
-# the most rounds a saving run takes: room for the quiet test to plan 20-35 rounds as the
-# runner's noise asks (at 25 a drifting runner made it plan 25, the cap), the noisy one
-# taking all of them (a few milliseconds each)
-CAP = 40
+# the most rounds a saving run takes: room for the quiet test to plan more than the 20 it
+# starts with as the runner's noise asks, the noisy one taking all of them (a few
+# milliseconds each)
+CAP = 30
 
 
 @pytest.fixture(scope="module")

@@ -128,9 +128,11 @@ def test_every_parametrized_case_reaches_the_controller_table(runs: dict[str, An
         "test_sweep[k=4", "test_sweep[k=4",
     ], out  # fmt: skip
     assert "missing from this run" not in out
-    # the sequential rule decided each case before its most rounds (20)
+    # each case's regression says when the sequential rule decided it (at most its 20
+    # rounds: how early is a measured figure, which two workers on a busy runner once pushed
+    # to the cap; the early stop is asserted on simulated engines, tests/unit/test_sequential.py)
     decided = re.findall(r"speedup regressed: .*, decided after (\d+) rounds", out)
-    assert len(decided) >= 6 and all(int(n) < 20 for n in decided), out
+    assert len(decided) >= 6 and all(1 <= int(n) <= 20 for n in decided), out
 
 
 def test_sweeps_and_distribution_checks_cross_from_the_workers(runs: dict[str, Any]) -> None:
