@@ -21,8 +21,9 @@ the pair N times and measures the first block after each start, alternating full
 (what a test's first ``run()`` on freshly started engines sees).
 
 For each variant it prints the warm-up's seconds, the first measured round's time over the
-median of the later rounds (per engine: what the warm-up is for) and the block's speedup
-(geometric mean of its round ratios baseline/speculative), averaged over its blocks, and the
+median of the later rounds (per engine: what the warm-up is for), the block's speedup
+(geometric mean of its round ratios baseline/speculative) and the sd of its rounds' log
+ratios (what sets an interval's width), averaged over its blocks, and the
 difference of the blocks' speedups from those of ``full`` (95% t-interval over blocks).
 Run it on a quiet machine: every round is wall time.
 """
@@ -92,9 +93,11 @@ def block(
     def first(times: list[float]) -> float:
         return times[0] / statistics.median(times[1:]) if len(times) > 1 else float("nan")
 
+    logs = [math.log(r) for r in ratios]
     return {
         "variant": variant,
         "warmup": warmup,
+        "sd": statistics.stdev(logs) if len(logs) > 1 else float("nan"),
         "first_base": first(b_times),
         "first_spec": first(s_times),
         "speedup": speedup,
@@ -116,7 +119,7 @@ def report(title: str, rows: list[dict[str, Any]]) -> None:
     print(f"\n{title}")
     print(
         f"{'variant':8} {'blocks':>6} {'warm-up s':>9} {'1st/median base':>15} "
-        f"{'1st/median spec':>15} {'speedup':>8}"
+        f"{'1st/median spec':>15} {'speedup':>8} {'round sd':>8}"
     )
     by = {v: [r for r in rows if r["variant"] == v] for v in VARIANTS}
     for variant, got in by.items():
@@ -126,7 +129,8 @@ def report(title: str, rows: list[dict[str, Any]]) -> None:
             f"{variant:8} {len(got):>6} {statistics.fmean(r['warmup'] for r in got):>9.2f} "
             f"{statistics.fmean(r['first_base'] for r in got):>15.3f} "
             f"{statistics.fmean(r['first_spec'] for r in got):>15.3f} "
-            f"{statistics.fmean(r['speedup'] for r in got):>7.3f}x"
+            f"{statistics.fmean(r['speedup'] for r in got):>7.3f}x "
+            f"{statistics.fmean(r['sd'] for r in got):>8.3f}"
         )
     full = [math.log(r["speedup"]) for r in by["full"]]
     for variant in ("short", "none"):

@@ -48,8 +48,6 @@ DEFAULT_GATES: dict[str, dict[str, float]] = {
 
 #: Engines resident at once on the tiny models (the plugin's default is 2).
 TINY_MAX_ENGINES = 3
-#: The engine mode on the tiny models (the plugin's default is "multiprocess").
-TINY_ENGINE_MODE = "in-process"
 
 #: Engine settings for the tiny models, with room for the long-context prompts.
 TINY_ENGINE_KWARGS = {**ENGINE_KWARGS, "max_model_len": 2048}
@@ -103,12 +101,6 @@ def pytest_configure(config: pytest.Config) -> None:
         # sweep): with three tiny engines resident and the sweep last (below), no engine is
         # started twice (a few GiB of RAM)
         config.option.specdecode_max_engines = str(TINY_MAX_ENGINES)
-    if not (
-        config.getoption("specdecode_engine_mode", None) or config.getini("specdecode_engine_mode")
-    ):
-        # vLLM inside each engine worker: a tiny engine starts in about 11 s instead of 26 s
-        # (docs/methodology.md, "Why vLLM's own processes"); your own models keep vLLM's layout
-        config.option.specdecode_engine_mode = TINY_ENGINE_MODE
 
 
 #: Suites whose engines no other suite uses run last, so that they evict nobody's engine.

@@ -312,10 +312,11 @@ SETTINGS: tuple[Setting, ...] = (
         "engine_mode",
         "where vLLM runs inside each local engine's worker: 'multiprocess' (default: vLLM's "
         "own layout, its engine core and model in processes of their own, as deployed) or "
-        "'in-process' (both in the worker: a start takes well under half the time, and a "
+        "'in-process' (both in the worker: a start takes well under half the time, but a "
         "step skips the round trips between those processes, so speedup and tokens/s come "
-        "out somewhat higher than a deployed vLLM's; engines spread over several devices "
-        "stay multiprocess)",
+        "out higher than a deployed vLLM's, and on a 2-core CPU the rounds were twice as "
+        "noisy; for quick iteration, not for figures you act on; engines spread over "
+        "several devices stay multiprocess)",
         _choice("multiprocess", "in-process"),
         default="multiprocess",
     ),
