@@ -162,7 +162,9 @@ def test_ctrl_c_while_an_output_file_is_written(
         (tmp_path / name).write_text(before)
     (tmp_path / "conftest.py").write_text(SLOW_RENAME)
     p = start(
-        f"specdecode.run({PROMPTS[:2]!r}, max_tokens=32)",
+        # 128 tokens: the random tiny target repeats itself within them, so n-gram drafts
+        # (at 32 it did not: nothing measured, nothing saved)
+        f"specdecode.run({PROMPTS[:2]!r}, max_tokens=128)",
         # the fewest rounds a saved run takes (sizing by noise would take up to 90)
         options=("--specdecode-report", "report.json", "--specdecode-save", "saved.json",
                  "--specdecode-baseline-trials", "20"),
