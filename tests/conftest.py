@@ -9,10 +9,14 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from types import ModuleType
 
 import pytest
+
+from pytest_specdecode.engines.placement import MULTIPROCESSING_ENV
+from pytest_specdecode.engines.pool import STARTS_LOG_ENV
 
 pytest_plugins = ["pytester"]
 
@@ -111,26 +115,23 @@ os.environ.setdefault("COLUMNS", "400")
 # choice), which starts in about 11 s instead of 26 s on these machines (benchmarks/startup.py
 # modes). The tests of what happens to vLLM's own processes (its engine core killed, Ctrl-C
 # with them running, the example suites as a user runs them) start theirs with vLLM's layout:
-# ``multiprocess_env()`` in tests/e2e_support.py.
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+# ``vllm_layout()`` in tests/e2e_support.py.
+os.environ.setdefault(MULTIPROCESSING_ENV, "0")
 
 # Every engine start of the session, in this process and in every run it starts, is one line
 # in this file (the plugin's PYTEST_SPECDECODE_STARTS_LOG); the count is printed at the end.
-_STARTS_ENV = "PYTEST_SPECDECODE_STARTS_LOG"
+_STARTS_KEY = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.get_plugin("terminalreporter") is not None:
         config.get_terminal_writer().fullwidth = _OWN_WIDTH
-    if not os.environ.get(_STARTS_ENV) and not hasattr(config, "workerinput"):
+    if not os.environ.get(STARTS_LOG_ENV) and not hasattr(config, "workerinput"):
         handle, path = tempfile.mkstemp(prefix="specdecode-starts-", suffix=".jsonl")
         os.close(handle)
-        os.environ[_STARTS_ENV] = path
+        os.environ[STARTS_LOG_ENV] = path
         config.stash[_STARTS_KEY] = path
-
-
-_STARTS_KEY = pytest.StashKey[str]()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -147,9 +148,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not starts:
         return
     seconds = sum(s["seconds"] for s in starts)
-    modes: dict[str, int] = {}
-    for s in starts:
-        modes[str(s.get("mode") or "failed")] = modes.get(str(s.get("mode") or "failed"), 0) + 1
+    modes = Counter(str(s.get("mode") or "failed") for s in starts)
     processes = len({s["pid"] for s in starts})
     layout = ", ".join(f"{n} {mode}" for mode, n in sorted(modes.items()))
     terminalreporter.write_sep("=", "real engines")

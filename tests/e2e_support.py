@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.engines.placement import MULTIPROCESSING_ENV
+from pytest_specdecode.engines.pool import record_start
 from pytest_specdecode.tiny import ENGINE_KWARGS as ENGINE_KWARGS  # CPU settings, one home
 
 needs_vllm = pytest.mark.skipif(
@@ -30,7 +32,7 @@ needs_vllm = pytest.mark.skipif(
 
 #: vLLM's switch for its engine core's process; tests/conftest.py sets it to "0" (engines
 #: start faster in the plugin's worker) unless the environment has it already.
-LAYOUT_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+LAYOUT_ENV = MULTIPROCESSING_ENV
 
 
 def vllm_layout(env: Mapping[str, str]) -> dict[str, str]:
@@ -105,14 +107,10 @@ _LAUNCHED: dict[int, tuple[str, float]] = {}
 def _log_server_start(proc: subprocess.Popen[bytes], ok: bool) -> None:
     """The server's start as a line of the session's engine starts (the plugin's
     ``PYTEST_SPECDECODE_STARTS_LOG``, which tests/conftest.py sets), mode ``vllm serve``."""
-    path = os.environ.get("PYTEST_SPECDECODE_STARTS_LOG")
     launched = _LAUNCHED.pop(proc.pid, None)
-    if not path or launched is None:
-        return
-    line = {"engine": f"vllm serve {launched[0]}", "seconds": time.monotonic() - launched[1],
-            "mode": "vllm serve", "ok": ok, "pid": os.getpid()}  # fmt: skip
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(line) + "\n")
+    if launched is not None:
+        model, began = launched
+        record_start(f"vllm serve {model}", time.monotonic() - began, "vllm serve", ok)
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit: float = 420) -> None:

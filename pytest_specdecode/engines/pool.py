@@ -34,25 +34,26 @@ def _quiet(_: str) -> None:
 STARTS_LOG_ENV = "PYTEST_SPECDECODE_STARTS_LOG"
 
 
-def log_start(engine: Engine, ok: bool) -> None:
-    """One line in the :data:`STARTS_LOG_ENV` file, when that is set and the engine's process
-    was launched (never an error)."""
+def record_start(engine: str, seconds: float, mode: str | None, ok: bool) -> None:
+    """One line in the :data:`STARTS_LOG_ENV` file, when that is set (never an error)."""
     path = os.environ.get(STARTS_LOG_ENV)
-    if not path or engine.pid is None:
+    if not path:
         return
-    info = getattr(engine, "info", None) or {}
-    line = {
-        "engine": engine.config.describe(),
-        "seconds": round(float(engine.start_seconds or 0.0), 3),
-        "mode": info.get("engine_mode"),
-        "ok": ok,
-        "pid": os.getpid(),
-    }
+    line = {"engine": engine, "seconds": round(seconds, 3), "mode": mode, "ok": ok,
+            "pid": os.getpid()}  # fmt: skip
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
     except OSError:
         pass
+
+
+def log_start(engine: Engine, ok: bool) -> None:
+    """:func:`record_start` of a local engine whose process was launched."""
+    if engine.pid is not None:
+        record_start(
+            engine.config.describe(), engine.start_seconds, engine.info.get("engine_mode"), ok
+        )
 
 
 def start_together(device: Device, placements: Sequence[Placement]) -> str | None:
