@@ -46,11 +46,10 @@ def vllm_layout(env: Mapping[str, str]) -> dict[str, str]:
 _PAIR: dict[str, str] = {}
 
 
-def build_pair(root: Path | None = None) -> dict[str, str]:
+def build_pair() -> dict[str, str]:
     """The random tiny pair (target, draft, ``other_draft_1``): built once per process, in a
     subprocess (keeps torch out of this one), into a folder removed at exit. No test writes
-    into it. ``root`` is not used (where the pair once went)."""
-    del root
+    into it."""
     if not _PAIR:
         folder = tempfile.mkdtemp(prefix="specdecode-e2e-pair-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)

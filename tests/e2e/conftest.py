@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ..e2e_support import build_pair
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -15,3 +17,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(item.path).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def pair() -> dict[str, str]:
+    """The random tiny pair (:func:`~tests.e2e_support.build_pair`), for the tests that take
+    it as a fixture."""
+    return build_pair()

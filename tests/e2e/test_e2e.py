@@ -24,7 +24,6 @@ import pytest
 from ..e2e_support import (
     ENGINE_KWARGS,
     LAYOUT_ENV,
-    build_pair,
     needs_vllm,
     surviving_processes,
 )
@@ -115,11 +114,6 @@ def test_choose_draft(specdecode):
     # "best" needs the intervals apart, which a slow round on a busy runner can prevent
     assert ranking.best in ("draft", None) and ranking["draft"].result.acceptance_rate > 0.9
 """
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return build_pair(tmp_path_factory.mktemp("pair"))
 
 
 @pytest.fixture(scope="module")

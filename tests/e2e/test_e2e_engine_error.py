@@ -41,7 +41,7 @@ CORE_ERROR = (
 def test_the_engine_core_s_own_error_is_in_the_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pair = build_pair(tmp_path / "pair")
+    pair = build_pair()
     tag = f"specdecode-engine-error-{uuid.uuid4().hex}"
     monkeypatch.setenv("SPECDECODE_E2E_TAG", tag)  # the engine's processes inherit it
     monkeypatch.setenv("SPT_NOENV", "1")

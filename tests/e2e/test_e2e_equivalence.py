@@ -9,7 +9,6 @@ expected failure.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,16 +17,11 @@ from pytest_specdecode.engines.hardware import is_vllm_cpu
 from pytest_specdecode.engines.pool import EnginePool
 from pytest_specdecode.measure.equivalence import compare_distributions
 
-from ..e2e_support import ENGINE_KWARGS, build_pair, needs_vllm
+from ..e2e_support import ENGINE_KWARGS, needs_vllm
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
 PROMPTS = ["the hot word is", "water and people"]
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return build_pair(Path(tmp_path_factory.mktemp("pair")))
 
 
 @pytest.fixture(scope="module")

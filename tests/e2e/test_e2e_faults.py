@@ -97,7 +97,7 @@ def faults_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[int, str, dict[str, Any], str, str]:
     root = tmp_path_factory.mktemp("faults")
-    pair = build_pair(root / "pair")
+    pair = build_pair()
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / "test_faults.py").write_text(SUITE.format(draft=pair["draft"]))
     tag = f"specdecode-faults-{uuid.uuid4().hex}"

@@ -16,7 +16,6 @@ import pytest
 from ..e2e_support import (
     ENGINE_KWARGS,
     Proc,
-    build_pair,
     needs_vllm,
     processes_with_tag,
     surviving_processes,
@@ -37,11 +36,6 @@ def test_long(specdecode):
 EXIT_SECONDS = 20
 #: pytest's exit status for an interrupted session.
 INTERRUPTED = int(pytest.ExitCode.INTERRUPTED)
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return build_pair(tmp_path_factory.mktemp("interrupt") / "pair")
 
 
 @pytest.fixture

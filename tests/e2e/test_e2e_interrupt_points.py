@@ -18,7 +18,6 @@ from ..e2e_support import (
     ENGINE_KWARGS,
     SLOW_RENAME,
     Proc,
-    build_pair,
     needs_vllm,
     processes_with_tag,
     surviving_processes,
@@ -52,11 +51,6 @@ spec = {speculative}
 with Bench(target, spec, engine, trials=50) as bench:
     {body}
 """
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return build_pair(tmp_path_factory.mktemp("interrupt-points") / "pair")
 
 
 @pytest.fixture

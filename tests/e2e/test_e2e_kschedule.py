@@ -51,7 +51,7 @@ print(json.dumps({"schedule": schedule.to_dict(),
 
 
 def test_a_sweep_gives_a_schedule_vllm_runs(tmp_path: Path) -> None:
-    pair = build_pair(tmp_path / "pair")
+    pair = build_pair()
     (tmp_path / "schedule.py").write_text(SCRIPT)
     tag = f"specdecode-kschedule-{uuid.uuid4().hex}"
     out = subprocess.run(

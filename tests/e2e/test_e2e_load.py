@@ -32,7 +32,7 @@ print(json.dumps(result.to_dict()))
 
 
 def test_a_load_script_on_local_engines(tmp_path: Path) -> None:
-    pair = build_pair(tmp_path / "pair")
+    pair = build_pair()
     (tmp_path / "load.py").write_text(SCRIPT)
     tag = f"specdecode-load-{uuid.uuid4().hex}"
     out = subprocess.run(

@@ -23,7 +23,7 @@ from pytest_specdecode import Bench
 from pytest_specdecode.engines.protocol import PHASES, Round, StepProfile
 from pytest_specdecode.measure.result import Result
 
-from ..e2e_support import ENGINE_KWARGS, build_pair, needs_vllm
+from ..e2e_support import ENGINE_KWARGS, needs_vllm
 
 pytestmark = [needs_vllm, pytest.mark.slow]
 
@@ -31,11 +31,6 @@ PROMPTS = ["the hot word is", "water and people", "we can see him now", "long ti
 SAMPLING = {"temperature": 0.0, "max_tokens": 64, "ignore_eos": True}
 #: A batch-size schedule: k = 4 up to batch 2, k = 1 from batch 3 (vLLM picks k per step).
 SCHEDULE = [[1, 2, 4], [3, 64, 1]]
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return build_pair(tmp_path_factory.mktemp("pair"))
 
 
 @pytest.fixture(scope="module")

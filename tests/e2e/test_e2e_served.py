@@ -86,7 +86,7 @@ def received(log: Path, after: int) -> list[float]:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """The baseline server's URL, the speculative one's, the target both serve, their logs."""
     root = tmp_path_factory.mktemp("served")
-    pair = build_pair(root / "pair")
+    pair = build_pair()
     spec = json.dumps(
         {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
     )

@@ -49,7 +49,7 @@ CAP = 30
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("sizing")
-    pair = build_pair(root / "pair")
+    pair = build_pair()
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / "test_suite.py").write_text(SUITE.format(draft=pair["draft"]))
     tag = f"specdecode-sizing-{uuid.uuid4().hex}"

@@ -69,7 +69,7 @@ def _pytest(root: Path, tag: str, target: str, *args: str) -> tuple[int, str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Save with two workers; make the stored speedups 5x better; compare with two workers."""
     root = tmp_path_factory.mktemp("xdist")
-    pair = build_pair(root / "pair")
+    pair = build_pair()
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / "test_suite.py").write_text(SUITE.format(draft=pair["draft"]))
     tag = f"specdecode-xdist-{uuid.uuid4().hex}"

@@ -28,7 +28,7 @@ def test_an_in_process_engine_speculates_and_reports_its_metrics(tmp_path: Any) 
     from pytest_specdecode.engines.local import Engine
     from pytest_specdecode.engines.memory import group_pids, process_titles
 
-    pair = build_pair(tmp_path / "pair")
+    pair = build_pair()
     spec = {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
     engine_config = EngineConfig.create(pair["target"], spec, dict(ENGINE_KWARGS))
     placement = place(engine_config, detect_device(), 2, mode=IN_PROCESS)

@@ -47,7 +47,7 @@ def _free_gib() -> float:
 
 
 def test_two_engines_split_the_gpu_and_release_it(tmp_path: Path) -> None:
-    pair = build_pair(tmp_path / "pair")
+    pair = build_pair()
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_suite.py").write_text(SUITE.format(draft=pair["draft"]))
     free_before = _free_gib()

@@ -18,7 +18,7 @@ def test_real_engines_report_every_prompts_acceptance_length(tmp_path: Path) -> 
     """One short run on the tiny pair with the usual engine_kwargs: the speculative engine
     reports each prompt's acceptance (per-request metrics on by default), and every prompt's
     acceptance length lies in [1, k + 1]."""
-    pair = build_pair(tmp_path)
+    pair = build_pair()
     k = 4
     spec = {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": k}
     prompts = ["the hot word is", "water and people", "we can see him now", "long time no see"]
