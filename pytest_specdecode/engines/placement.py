@@ -25,6 +25,8 @@ import os
 import platform
 import re
 import subprocess
+import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -62,6 +64,33 @@ MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 
 #: vLLM's switch for saving and loading torch.compile's ahead-of-time artifacts.
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+
+#: The folder of vLLM's ZeroMQ sockets between its processes (``ipc://<folder>/<uuid4>``); by
+#: default the temporary folder.
+RPC_BASE_ENV = "VLLM_RPC_BASE_PATH"
+#: The longest path a Unix socket may have on Linux (``sizeof(sockaddr_un.sun_path)`` - 1).
+UNIX_SOCKET_PATH_MAX = 107
+#: Where sockets go when the temporary folder's path is too long for them.
+SHORT_SOCKET_FOLDER = "/tmp"
+
+
+def socket_folder(environ: Mapping[str, str] | None = None) -> str | None:
+    """A folder for vLLM's sockets (:data:`RPC_BASE_ENV`) when the temporary folder's path
+    leaves too little room for ``/<uuid4>`` in a Unix socket's path (a deep ``TMPDIR``, such as
+    a pytest ``tmp_path``, makes every start fail with "ipc path ... is longer than 107
+    characters"): :data:`SHORT_SOCKET_FOLDER`. None when the user set the variable or the
+    temporary folder fits."""
+    environ = os.environ if environ is None else environ
+    if environ.get(RPC_BASE_ENV):
+        return None
+    folder = next(
+        (environ[k] for k in ("TMPDIR", "TEMP", "TMP") if environ.get(k)), tempfile.gettempdir()
+    )
+    if len(f"{folder}/{uuid.UUID(int=0)}") <= UNIX_SOCKET_PATH_MAX:
+        return None
+    return SHORT_SOCKET_FOLDER
+
+
 #: Why CPU engines start with ``VLLM_USE_AOT_COMPILE=0`` unless the user set it.
 CPU_AOT_COMPILE_NOTE = (
     "vLLM for CPU (0.32 with torch 2.13, where AOT compile is on by default) compiles with "
@@ -107,6 +136,8 @@ def place(
     if config.speculative_config is not None:
         kwargs["speculative_config"] = config.speculative_config
     env: dict[str, str] = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    if (sockets := socket_folder()) is not None:
+        env[RPC_BASE_ENV] = sockets
     in_process = mode != MULTIPROCESS and engine_mode(config, device) == IN_PROCESS
     if in_process:
         env[MULTIPROCESSING_ENV] = "0"

@@ -53,3 +53,23 @@ def test_two_resident_gpu_engines_split_the_memory_budget() -> None:
     assert placement.memory == "gpu_memory_utilization=0.45 (split 2 ways)"
     alone = place(EngineConfig.create("/m/target", None, {}), gpu, max_engines=1)
     assert alone.engine_kwargs["gpu_memory_utilization"] == 0.9
+
+
+def test_a_temporary_folder_too_deep_for_vllm_s_sockets_moves_them() -> None:
+    """vLLM names its sockets ``<temporary folder>/<uuid4>``, at most 107 characters: a deeper
+    folder would fail every start, so the sockets go to /tmp; a user's own choice is kept."""
+    deep = "/tmp/" + "d" * 80
+    assert engine.socket_folder({"TMPDIR": deep}) == "/tmp"
+    assert engine.socket_folder({"TMPDIR": "/tmp/" + "d" * 65}) is None  # 70 + 37 = 107
+    assert engine.socket_folder({"TMPDIR": "/tmp/" + "d" * 66}) == "/tmp"
+    assert engine.socket_folder({"TMPDIR": deep, "VLLM_RPC_BASE_PATH": "/run/x"}) is None
+
+
+def test_place_gives_the_short_socket_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", "/tmp/" + "d" * 80)
+    monkeypatch.delenv("VLLM_RPC_BASE_PATH", raising=False)
+    placed = place(EngineConfig.create("/m/target", None, {}), CPU, max_engines=2)
+    assert placed.env["VLLM_RPC_BASE_PATH"] == "/tmp"
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    placed = place(EngineConfig.create("/m/target", None, {}), CPU, max_engines=2)
+    assert "VLLM_RPC_BASE_PATH" not in placed.env
