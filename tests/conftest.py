@@ -113,9 +113,9 @@ os.environ.setdefault("COLUMNS", "400")
 # Engine layout. A real engine here runs vLLM's engine core and model in the plugin's engine
 # worker (vLLM's own switch, VLLM_ENABLE_V1_MULTIPROCESSING=0: the plugin then keeps vLLM's
 # choice), which starts in about 11 s instead of 26 s on these machines (benchmarks/startup.py
-# modes). The tests of what happens to vLLM's own processes (its engine core killed, Ctrl-C
-# with them running, the example suites as a user runs them) start theirs with vLLM's layout:
-# ``vllm_layout()`` in tests/e2e_support.py.
+# modes). The tests of what happens to vLLM's own processes (its engine core killed, which
+# also measures a whole suite in that layout; Ctrl-C with them running) start theirs with
+# vLLM's layout: ``vllm_layout()`` in tests/e2e_support.py.
 os.environ.setdefault(MULTIPROCESSING_ENV, "0")
 
 # Every engine start of the session, in this process and in every run it starts, is one line

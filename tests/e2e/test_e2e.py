@@ -23,7 +23,6 @@ import pytest
 
 from ..e2e_support import (
     ENGINE_KWARGS,
-    LAYOUT_ENV,
     needs_vllm,
     surviving_processes,
 )
@@ -131,7 +130,6 @@ def suite_run(
     mp = pytest.MonkeyPatch()
     mp.setenv("SPECDECODE_E2E_TAG", tag)
     mp.setenv("SPT_NOENV", "1")  # see e2e_support.tagged_env
-    mp.delenv(LAYOUT_ENV, raising=False)  # the example suites as a user runs them
     mp.chdir(pytester_dir)
     try:
         proc = subprocess.run(

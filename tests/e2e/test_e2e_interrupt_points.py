@@ -34,10 +34,10 @@ PROMPTS = ["the hot word is"] * 4
 SUITE = """
 import pytest
 
-NGRAM = {ngram!r}
+SPEC = {spec!r}
 
 
-@pytest.mark.specdecode("structured", speculative_config=NGRAM)
+@pytest.mark.specdecode("structured", speculative_config=SPEC)
 def test_it(specdecode):
     {body}
 """
@@ -56,7 +56,9 @@ with Bench(target, spec, engine, trials=50) as bench:
 @pytest.fixture
 def start(tmp_path: Path, pair: dict[str, str]) -> Iterator[Callable[..., Proc]]:
     """Start a pytest run of a one-test suite (``body`` its test's code) or, with
-    ``script=True``, a plain ``Bench`` script (``body`` the code in its ``with`` block)."""
+    ``script=True``, a plain ``Bench`` script (``body`` the code in its ``with`` block);
+    ``speculative``: the speculative engine's config (n-gram in a suite, the draft model in a
+    script unless given)."""
     started: list[Proc] = []
 
     def run(
@@ -75,7 +77,8 @@ def start(tmp_path: Path, pair: dict[str, str]) -> Iterator[Callable[..., Proc]]
                     json.dumps(ENGINE_KWARGS)]  # fmt: skip
         else:
             (tmp_path / "pytest.ini").write_text("[pytest]\n")
-            (tmp_path / "test_suite.py").write_text(SUITE.format(ngram=NGRAM, body=body))
+            suite = SUITE.format(spec=speculative or NGRAM, body=body)
+            (tmp_path / "test_suite.py").write_text(suite)
             args = [
                 sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s",
                 "test_suite.py", "--specdecode-target", pair["target"],
@@ -146,7 +149,7 @@ def test_a_second_ctrl_c_while_shutting_down(start: Callable[..., Proc]) -> None
 
 @pytest.mark.parametrize("slow", ["report.json", "saved.json"])
 def test_ctrl_c_while_an_output_file_is_written(
-    start: Callable[..., Proc], tmp_path: Path, slow: str
+    start: Callable[..., Proc], tmp_path: Path, pair: dict[str, str], slow: str
 ) -> None:
     """At the session's end the report is written, then the saved run (each through a
     temporary file and a rename); a Ctrl-C inside either write leaves each file complete:
@@ -156,9 +159,10 @@ def test_ctrl_c_while_an_output_file_is_written(
         (tmp_path / name).write_text(before)
     (tmp_path / "conftest.py").write_text(SLOW_RENAME)
     p = start(
-        # 128 tokens: the random tiny target repeats itself within them, so n-gram drafts
-        # (at 32 it did not: nothing measured, nothing saved)
-        f"specdecode.run({PROMPTS[:2]!r}, max_tokens=128)",
+        # the draft model drafts from the first token on, so short rounds measure and save
+        # (n-gram needs 128 tokens before the random tiny target repeats itself)
+        f"specdecode.run({PROMPTS[:2]!r}, max_tokens=16)",
+        speculative={"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4},
         # the fewest rounds a saved run takes (sizing by noise would take up to 90)
         options=("--specdecode-report", "report.json", "--specdecode-save", "saved.json",
                  "--specdecode-baseline-trials", "20"),

@@ -24,7 +24,8 @@ target, draft, engine = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 prompts = ["the hot word is", "water and people", "we can see him now", "long time no see"]
 with Bench(target, {"method": "draft_model", "model": draft, "num_speculative_tokens": 4},
            engine) as bench:
-    result = bench.load(prompts, max_tokens=32, rates=[1.0, 8.0], requests=8,
+    # 8 requests at 4/s: each side's round at the low rate takes 2 s, not 8 s at 1/s
+    result = bench.load(prompts, max_tokens=32, rates=[4.0, 16.0], requests=8,
                         slo={"ttft_ms": 5000, "tpot_ms": 500})
 print(result.summary(), file=sys.stderr)
 print(json.dumps(result.to_dict()))
@@ -42,7 +43,7 @@ def test_a_load_script_on_local_engines(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout.strip().splitlines()[-1])
     points = data["points"]
-    assert [p["rate"] for p in points] == [1.0, 8.0]
+    assert [p["rate"] for p in points] == [4.0, 16.0]
     for p in points:
         for side in ("baseline", "speculative"):
             figures = p[side]
@@ -54,7 +55,7 @@ def test_a_load_script_on_local_engines(tmp_path: Path) -> None:
         assert p["acceptance_rate"] > 0.9
     low = points[0]
     assert low["tpot_speedup_ci"][0] <= low["tpot_speedup"] <= low["tpot_speedup_ci"][1]
-    assert "load 2/2: 8 req/s, 8 requests" in out.stderr
+    assert "load 2/2: 16 req/s, 8 requests" in out.stderr
     last = max(i for i, line in enumerate(out.stderr.splitlines()) if "[specdecode]" in line)
     tail = out.stderr.splitlines()[last + 1 :]
     assert not [line for line in tail if "Warning" in line or "leaked" in line], out.stderr
