@@ -208,14 +208,23 @@ def default_sigint() -> None:
 
 class Proc:
     """A command run in a session of its own (as from a terminal), tagged (see
-    :func:`tagged_env`), its engines in vLLM's layout (:func:`vllm_layout`), its output lines
-    (stdout and stderr together) collected as they come."""
+    :func:`tagged_env`), its engines in vLLM's layout (:func:`vllm_layout`; with
+    ``vllm_processes=False``, in the plugin's worker as elsewhere in the tests), its output
+    lines (stdout and stderr together) collected as they come."""
 
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        *,
+        vllm_processes: bool = True,
+    ) -> None:
         self.tag = f"specdecode-proc-{uuid.uuid4().hex}"
         self.lines: list[str] = []
+        full = {**tagged_env(self.tag), **(env or {})}
         self.proc = subprocess.Popen(
-            args, cwd=cwd, env=vllm_layout({**tagged_env(self.tag), **(env or {})}),
+            args, cwd=cwd, env=vllm_layout(full) if vllm_processes else full,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True, preexec_fn=default_sigint,
         )  # fmt: skip
