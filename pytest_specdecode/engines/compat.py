@@ -3,8 +3,10 @@ starts (no vLLM, torch or transformers import: ``config.json``, the tokenizer fi
 ``*.safetensors`` headers are read with :mod:`json`).
 
 Checked: a draft model's tokenizer (vocabulary size, token-to-id mapping, special tokens) and
-context window against the target's, its size (a warning when it is the larger model), and an
-EAGLE/MTP head's hidden size and recorded base model. Local folders are read directly; hub
+context window against the target's, its size (a warning when it is the larger model); an
+EAGLE/MTP head's hidden size, vocabulary (``vocab_size``, ``draft_vocab_size``, its ``d2t``
+table) and recorded base model, an EAGLE-3 head's aux layer ids against the target's layers,
+and that an EAGLE method's folder holds a head of that method. Local folders are read directly; hub
 names where their files are in the Hugging Face cache, otherwise the check is said to be
 skipped (:class:`~pytest_specdecode.errors.UncheckedCompatibilityWarning`).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 import warnings
@@ -165,34 +168,62 @@ def _special_tokens(folder: Path, config: Mapping[str, Any]) -> dict[str, tuple[
     return found
 
 
-def _safetensors_parameters(folder: Path) -> int | None:
-    """The parameter count from the ``*.safetensors`` headers (shapes only, no weights)."""
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor of a ``*.safetensors`` header: its shape and the file it is in."""
+
+    shape: tuple[int, ...]
+    file: str
+
+
+@lru_cache(maxsize=64)
+def _header_at(path: str, _mtime: int, _size: int) -> dict[str, Tensor] | None:
+    try:
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > 100_000_000:
+                return None
+            header = json.loads(handle.read(length))
+        file = Path(path).name
+        return {
+            name: Tensor(tuple(int(d) for d in tensor.get("shape") or ()), file)
+            for name, tensor in header.items()
+            if name != "__metadata__" and isinstance(tensor, dict)
+        }
+    except (OSError, ValueError, TypeError, AttributeError, struct.error):
         return None
-    total = 0
+
+
+def safetensors_tensors(folder: Path) -> dict[str, Tensor] | None:
+    """The tensors of ``folder``'s ``*.safetensors`` headers (shapes only, no weights; cached
+    while unchanged), or ``None`` when there are none or one cannot be read."""
+    tensors: dict[str, Tensor] = {}
+    files = sorted(folder.glob("*.safetensors"))
     for file in files:
-        try:
-            with file.open("rb") as handle:
-                (length,) = struct.unpack("<Q", handle.read(8))
-                if length > 100_000_000:
-                    return None
-                header = json.loads(handle.read(length))
-        except (OSError, ValueError, struct.error):
+        stamp = _stamp(file)
+        header = _header_at(*stamp) if stamp else None
+        if header is None:
             return None
-        for name, tensor in header.items():
-            if name != "__metadata__" and isinstance(tensor, dict):
-                count = 1
-                for dim in tensor.get("shape") or ():
-                    count *= int(dim)
-                total += count
-    return total
+        tensors.update(header)
+    return tensors if files else None
+
+
+def _safetensors_parameters(folder: Path) -> int | None:
+    """The parameter count from the ``*.safetensors`` headers."""
+    tensors = safetensors_tensors(folder)
+    if tensors is None:
+        return None
+    return sum(math.prod(tensor.shape) for tensor in tensors.values())
+
+
+def _count(value: Any) -> int | None:
+    """``value`` if it is a positive int, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _int(data: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
-        value = data.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if (value := _count(data.get(key))) is not None:
             return value
     return None
 
@@ -242,6 +273,10 @@ class ModelFiles:
 
     def where(self, file: str = "config.json") -> str:
         return str(self.folder / file)
+
+    @cached_property
+    def tensors(self) -> dict[str, Tensor] | None:
+        return safetensors_tensors(self.folder)
 
     @cached_property
     def vocabulary(self) -> Vocabulary | None:
@@ -304,7 +339,7 @@ def check_compatibility(
     draft, model = ModelFiles(draft_name, draft_folder), ModelFiles(target, target_folder)
     where = f"{source}: the draft {draft_name!r}"
     if facts.head:
-        _check_head(draft, model, method, where)
+        _check_head(draft, model, method, where, "hf_overrides" in engine_kwargs)
         return notes
     if not spec.get("use_heterogeneous_vocab"):
         tokenizer = _target_tokenizer(target, engine_kwargs) or model
@@ -450,10 +485,197 @@ def _check_size(draft: ModelFiles, target: ModelFiles, where: str) -> None:
         )
 
 
-def _head_layer(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The transformer layer config of a head (speculators format nests it)."""
+# -- heads: what vLLM 0.32 reads of them (paths under the installed vllm/ package) ---------
+
+#: Keys of a speculators-format head (``speculators_config`` in its config.json) that vLLM
+#: takes from the top level of config.json, all others coming from ``transformer_layer_config``
+#: (transformers_utils/configs/speculators/base.py ``extract_transformers_pre_trained_config``
+#: and algos.py ``update_eagle3``, which sets draft_vocab_size from the top level even when
+#: it is absent there).
+_SPECULATORS_TOP = ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids")
+
+#: The vLLM method that runs each speculators-format head type: algos.py registers eagle3,
+#: peagle, dflash, dflash2 and dspark, and base.py ``build_vllm_speculative_config`` runs peagle
+#: as eagle3 and dflash2 as dflash; "eagle" is the speculators library's EAGLE-1 head.
+_SPECULATORS_METHOD = {
+    "eagle": "eagle", "eagle3": "eagle3", "peagle": "eagle3",
+    "dflash": "dflash", "dflash2": "dflash", "dspark": "dspark",
+}  # fmt: skip
+
+#: Names of an EAGLE head's fusion layer in its weights: ``fc`` (``LlamaModel.fc`` of
+#: model_executor/models/llama_eagle.py and llama_eagle3.py; likewise qwen3_eagle3.py,
+#: deepseek_eagle3.py, llama4_eagle.py) or Mistral's ``eagle_linear`` (mistral_eagle.py maps it
+#: to ``model.fc``). A complete causal LM has none.
+_FUSION = frozenset({"fc", "eagle_linear"})
+
+_AUX = "eagle_aux_hidden_state_layer_ids"
+_LABELS = {"eagle": "an EAGLE-1", "eagle3": "an EAGLE-3"}
+
+
+def head_field(config: Mapping[str, Any], key: str) -> tuple[Any, str]:
+    """A field of a head's ``config.json`` as vLLM reads it, and its key there: a
+    speculators-format head's from ``transformer_layer_config`` but for
+    :data:`_SPECULATORS_TOP`."""
     layer = config.get("transformer_layer_config")
-    return layer if isinstance(layer, dict) else config
+    if "speculators_config" in config and isinstance(layer, dict):
+        if not (key == "draft_vocab_size" or (key in _SPECULATORS_TOP and config.get(key))):
+            return layer.get(key), f"transformer_layer_config.{key}"
+    return config.get(key), key
+
+
+def _eagle_config(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    value, key = head_field(config, "eagle_config")
+    return (value if isinstance(value, dict) else {}), key
+
+
+def uses_aux_hidden_states(config: Mapping[str, Any]) -> bool:
+    """Whether an EAGLE-3 head fuses the target's aux hidden states: unless its eagle_config
+    says ``use_aux_hidden_state`` false (v1/spec_decode/llm_base_proposer.py
+    ``_get_eagle3_use_aux_hidden_state_from_config``); such a head has no ``fc``
+    (llama_eagle3.py ``load_weights``)."""
+    return bool(_eagle_config(config)[0].get("use_aux_hidden_state", True))
+
+
+def aux_layer_ids(config: Mapping[str, Any]) -> tuple[list[Any], str] | None:
+    """The target layers whose hidden states an EAGLE-3 head reads, and the key they are read
+    from, where v1/worker/gpu_model_runner.py ``_get_eagle3_aux_layers_from_config`` finds
+    them: the config's eagle_aux_hidden_state_layer_ids, else its eagle_config's (None: the
+    target model's default layers; a DFlash ``dflash_config`` read there is method dflash's)."""
+    ids, key = head_field(config, _AUX)
+    if not ids:
+        eagle, where = _eagle_config(config)
+        if eagle:
+            ids, key = eagle.get(_AUX), f"{where}.{_AUX}"
+    return (list(ids), key) if isinstance(ids, list | tuple) and ids else None
+
+
+def _head_kind(draft: ModelFiles) -> tuple[str, str] | None:
+    """The method whose head ``draft`` is, as its files tell, and what tells it."""
+    config = draft.config
+    if "speculators_config" in config:
+        kind = config.get("speculators_model_type")
+        if isinstance(kind, str) and kind in _SPECULATORS_METHOD:
+            return _SPECULATORS_METHOD[kind], f"speculators_model_type {kind!r} in {draft.where()}"
+        return None
+    archs = [a for a in config.get("architectures") or () if isinstance(a, str)]
+    for arch in archs:  # EAGLEConfig (transformers_utils/configs/eagle.py) keeps these names
+        if arch.startswith("Eagle3") or arch.endswith("Eagle3"):
+            return "eagle3", f"architectures {archs} in {draft.where()}"
+        if arch.startswith("Eagle"):
+            return "eagle", f"architectures {archs} in {draft.where()}"
+    fc = (draft.tensors or {}).get("fc.weight")
+    hidden = _int(config, "hidden_size")
+    if fc is None or len(fc.shape) != 2 or hidden is None:
+        return None
+    # fc's inputs: 2 x hidden_size for EAGLE-1 (the token embedding and one hidden state,
+    # llama_eagle.py), k x target_hidden_size for EAGLE-3 (k aux hidden states: 3 unless the
+    # config says otherwise, llama_eagle3.py and qwen3_eagle3.py)
+    width, eagle1 = fc.shape[1], 2 * hidden
+    ids = (config.get(_AUX), _eagle_config(config)[0].get(_AUX))
+    counts = {3, _int(config, "num_aux_hidden_states") or 3}
+    counts.update(len(i) for i in ids if isinstance(i, list) and i)
+    target_hidden = _int(config, "target_hidden_size") or hidden
+    eagle3 = {k * target_hidden for k in counts}
+    shape = f"fc.weight of shape {list(fc.shape)} in {draft.where(fc.file)}"
+    if width == eagle1 and width not in eagle3:
+        return "eagle", f"{shape}: {width} inputs, 2 x hidden_size {hidden}"
+    if width in eagle3 and width != eagle1:
+        k = width // target_hidden
+        return "eagle3", f"{shape}: {width} inputs, {k} hidden states of size {target_hidden}"
+    return None
+
+
+def _check_head_kind(draft: ModelFiles, method: str, where: str) -> None:
+    """An EAGLE method's ``model`` must be a head of that method, not a complete model nor a
+    head of another method."""
+    kind = _head_kind(draft)
+    if kind is not None and kind[0] != method:
+        label = _LABELS.get(kind[0], f"a {kind[0]}")
+        raise ConfigError(
+            f"{where} is {label} head ({kind[1]}) but the method is {method!r}; vLLM builds "
+            f"other layers for each method, so its weights would not fit: use "
+            f'"method": "{kind[0]}" for it, or give {_LABELS.get(method, method)} head '
+            "trained for the target"
+        )
+    tensors = draft.tensors
+    if not tensors or any(_FUSION.intersection(name.split(".")) for name in tensors):
+        return
+    if method_facts(method).aux_layers and not uses_aux_hidden_states(draft.config):
+        return
+    archs = draft.config.get("architectures")
+    what = f"a complete {'/'.join(archs)} model" if archs else "a complete model"
+    files = sorted({tensor.file for tensor in tensors.values()})
+    raise ConfigError(
+        f"{where} is not {_LABELS.get(method, method)} head but {what}: its weights "
+        f"({', '.join(files)} in {draft.folder}) have no fusion layer fc (vLLM's EAGLE heads "
+        f"fuse their inputs through one: llama_eagle.py, llama_eagle3.py) but "
+        f"{len(tensors)} tensors such as {', '.join(sorted(tensors)[:3])}; give the folder "
+        f"of {_LABELS.get(method, method)} head trained for the target, or run this model "
+        'as a draft with "method": "draft_model"'
+    )
+
+
+def _check_head_vocabulary(draft: ModelFiles, target: ModelFiles, method: str, where: str) -> None:
+    """The head's vocabulary is the target's; its draft vocabulary (and ``d2t`` map) a part."""
+    expected = _int(target.text_config, "vocab_size")
+    if expected is None:
+        return
+    theirs = f"the target {target.name!r} has vocab_size {expected} ({target.where()})"
+    fix = "choose the head trained for this target"
+    value, key = head_field(draft.config, "vocab_size")
+    vocab = _count(value)
+    if vocab is not None and vocab != expected:
+        raise ConfigError(
+            f"{where} is a {method!r} head with vocab_size {vocab} ({key} in {draft.where()}) "
+            f"but {theirs}; the head embeds the target's token ids and proposes ids of its "
+            f"vocabulary: {fix}"
+        )
+    value, size_key = head_field(draft.config, "draft_vocab_size")
+    size = _count(value)
+    if size is None:  # llama_eagle3.py: vocab_size then
+        size, size_key = vocab, f"{key}, as there is no draft_vocab_size,"
+    if size is not None and size > expected:
+        raise ConfigError(
+            f"{where} has draft_vocab_size {size} ({size_key} in {draft.where()}) but {theirs}; "
+            "a draft vocabulary is part of the target's (the head's d2t table maps each "
+            f"draft token to a target token id): {fix}"
+        )
+    d2t = next(
+        ((name, t) for name, t in (draft.tensors or {}).items() if name.split(".")[-1] == "d2t"),
+        None,
+    )
+    if size is None or d2t is None or len(d2t[1].shape) != 1 or d2t[1].shape[0] == size:
+        return
+    name, tensor = d2t
+    raise ConfigError(
+        f"{where} has a d2t table of {tensor.shape[0]} entries (tensor {name!r} in "
+        f"{draft.where(tensor.file)}) but draft_vocab_size {size} ({size_key} in "
+        f"{draft.where()}); vLLM sizes the head's lm_head and its draft-to-target map by "
+        "draft_vocab_size (llama_eagle3.py), so these weights would not load: set "
+        f"draft_vocab_size to {tensor.shape[0]} in config.json, or use the config.json that "
+        "came with these weights"
+    )
+
+
+def _check_aux_layers(draft: ModelFiles, target: ModelFiles, method: str, where: str) -> None:
+    """The target layers an EAGLE-3 head reads exist."""
+    found = aux_layer_ids(draft.config)
+    layers = _int(target.text_config, "num_hidden_layers", "n_layer", "num_layers")
+    if found is None or layers is None or not uses_aux_hidden_states(draft.config):
+        return
+    ids, key = found
+    bad = [i for i in ids if not (isinstance(i, int) and 0 <= i <= layers)]
+    if bad:
+        # llama.py, qwen2.py: hidden state i is collected after the target's first i layers
+        # (``_maybe_add_hidden_state``), for i from 0 (the embeddings) to num_hidden_layers
+        raise ConfigError(
+            f"{where} is a {method!r} head reading the target's hidden states at layers "
+            f"{ids} ({key} in {draft.where()}) but the target {target.name!r} has "
+            f"num_hidden_layers {layers} ({target.where()}): vLLM collects the hidden states "
+            f"after 0 (the embeddings) to {layers} of its layers, so {bad} would never be "
+            "collected and the head would get fewer inputs than its fc layer takes: choose the "
+            f"head trained for this target, or give ids from 0 to {layers}"
+        )
 
 
 def recorded_base(config: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -483,18 +705,29 @@ def _names_of(target: ModelFiles) -> set[str]:
     return names
 
 
-def _check_head(draft: ModelFiles, target: ModelFiles, method: str, where: str) -> None:
-    layer = _head_layer(draft.config)
+def _check_head(
+    draft: ModelFiles, target: ModelFiles, method: str, where: str, overridden: bool
+) -> None:
+    """A head of ``method`` that fits the target (``overridden``: the target's hf_overrides
+    may change its vocabulary and layers, so those are not compared)."""
+    facts = method_facts(method)
+    if facts.eagle:
+        _check_head_kind(draft, method, where)
     expected = _int(target.text_config, "hidden_size", "n_embd", "d_model")
-    reads = _int(draft.config, "target_hidden_size") or _int(layer, "target_hidden_size")
-    key = "target_hidden_size" if reads else "hidden_size"
-    reads = reads or _int(layer, "hidden_size")
+    value, key = head_field(draft.config, "target_hidden_size")
+    if _count(value) is None:
+        value, key = head_field(draft.config, "hidden_size")
+    reads = _count(value)
     if expected and reads and expected != reads:
         raise ConfigError(
             f"{where} is a {method!r} head for hidden size {reads} ({key} in "
             f"{draft.where()}) but the target {target.name!r} has hidden_size {expected}; the "
             "head reads the target's hidden states: choose the head trained for this target"
         )
+    if not overridden:
+        _check_head_vocabulary(draft, target, method, where)
+        if facts.aux_layers:
+            _check_aux_layers(draft, target, method, where)
     base = recorded_base(draft.config)
     if base is None:
         return

@@ -27,8 +27,15 @@ class Method:
     #: cost ratio of 0)
     model: bool = True
     #: a head reading the target's hidden states (EAGLE, EAGLE-3, MTP): checked against the
-    #: target's hidden size and the base model it records
+    #: target's hidden size and vocabulary and the base model it records
     head: bool = False
+    #: an EAGLE head: vLLM's loader fuses its inputs through an ``fc`` layer (EAGLE-1: the token
+    #: embedding and the target's last hidden state; EAGLE-3: hidden states of several target
+    #: layers), so a folder without one, or a head of the other EAGLE method, is refused
+    eagle: bool = False
+    #: reads the hidden states of the target layers ``eagle_aux_hidden_state_layer_ids`` names
+    #: (EAGLE-3; vLLM 0.32 ``GPUModelRunner._setup_eagle3_aux_hidden_state_outputs``)
+    aux_layers: bool = False
     #: a complete language model sharing the target's tokenizer: checked for tokenizer,
     #: context window and size; the method vLLM takes for a config with ``model`` and no
     #: ``method``, and refused without ``model`` even where vLLM's own rules cannot be read
@@ -46,11 +53,16 @@ _ROWS = (
         placeholder="<path or hub id of a draft model sharing the target's tokenizer>",
     ),
     Method(
-        "eagle", head=True, placeholder="<path or hub id of an EAGLE head trained for the target>"
+        "eagle",
+        head=True,
+        eagle=True,
+        placeholder="<path or hub id of an EAGLE head trained for the target>",
     ),
     Method(
         "eagle3",
         head=True,
+        eagle=True,
+        aux_layers=True,
         placeholder="<path or hub id of an EAGLE-3 head trained for the target>",
     ),
     Method("mtp", head=True),  # the target's own MTP layers unless ``model`` names others

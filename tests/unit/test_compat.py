@@ -18,6 +18,16 @@ from pytest_specdecode.engines.config import EngineConfig, engine_pair
 from pytest_specdecode.errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
 from pytest_specdecode.tiny import WEIGHTS_DIR
 
+from ..heads import (
+    eagle1_weights,
+    eagle3_weights,
+    head_folder,
+    llama_head_config,
+    llm_weights,
+    speculators_config,
+    write_safetensors,
+)
+
 SOURCE = "t.py::test_a: speculative_config (from marker)"
 
 LLAMA = {
@@ -32,6 +42,7 @@ LLAMA = {
     "bos_token_id": 0,
     "eos_token_id": 1,
 }
+_AUX = "eagle_aux_hidden_state_layer_ids"
 VOCAB = {"<s>": 0, "</s>": 1, "<unk>": 2, "a": 3, "b": 4, "c": 5, "ab": 6, "bc": 7}
 
 
@@ -298,6 +309,165 @@ def test_head_for_another_architecture(tmp_path: Path) -> None:
     head = speculators_head(tmp_path, "head", "org/target", arch="Qwen3ForCausalLM")
     with pytest.raises(ConfigError, match="trained for a Qwen3ForCausalLM model .* is a Llama"):
         check(target, head, method="eagle3")
+
+
+# -- heads: vocabulary, aux layers, a head of the named method ----------------------------
+
+
+def eagle3(root: Path, name: str, weights: bool = True, **fields: Any) -> str:
+    """An EAGLE-3 head for LLAMA (vLLM's plain format), with ``fields`` in its config."""
+    config = llama_head_config(LLAMA, **{"architectures": ["LlamaForCausalLMEagle3"], **fields})
+    return head_folder(root, name, config, eagle3_weights(config) if weights else None)
+
+
+def test_valid_heads_pass(tmp_path: Path) -> None:
+    """The formats vLLM loads: EAGLE's own (midlayer, d2t, no embed_tokens), speculators
+    (nested layer config, norm_before_fc, top-level fields), EAGLE-1, an EAGLE-3 head without
+    aux hidden states (no fc), aux ids up to the target's layer count, no weights at all."""
+    target = model(tmp_path, "target")
+    plain = eagle3(
+        tmp_path, "plain", draft_vocab_size=4, eagle_aux_hidden_state_layer_ids=[0, 1, 2]
+    )
+    layer = llama_head_config(LLAMA)
+    config = speculators_config(
+        layer, target, draft_vocab_size=4, norm_before_fc=True, target_hidden_size=64,
+        eagle_aux_hidden_state_layer_ids=[1, 2, 0],
+    )  # fmt: skip
+    weights = eagle3_weights(layer | {"draft_vocab_size": 4}, layer="layers.0")
+    speculators = head_folder(
+        tmp_path, "speculators", config, weights | {"input_norm.weight": [192]}
+    )
+    plain_config = llama_head_config(LLAMA, architectures=["LlamaForCausalLM"])
+    eagle1 = head_folder(tmp_path, "eagle1", plain_config, eagle1_weights(LLAMA))
+    no_aux = {
+        "eagle_config": {"use_aux_hidden_state": False, "eagle_aux_hidden_state_layer_ids": [9]}
+    }
+    weights = {k: v for k, v in eagle3_weights(layer).items() if not k.startswith("fc.")}
+    without_aux = head_folder(tmp_path, "no_aux", llama_head_config(LLAMA, **no_aux), weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for head in (plain, speculators, without_aux, eagle3(tmp_path, "bare", weights=False)):
+            check(target, head, method="eagle3")
+        check(target, eagle1, method="eagle")
+        check(target, target, method="mtp")  # the target's own MTP layers: nothing to check
+
+
+def test_head_vocabulary_differs(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    head = eagle3(tmp_path, "head", vocab_size=16)
+    with pytest.raises(ConfigError) as info:
+        check(target, head, method="eagle3")
+    message = str(info.value)
+    assert message.startswith(f"{SOURCE}: the draft {head!r} is a 'eagle3' head with vocab_size 16")
+    assert (
+        f"(vocab_size in {head}/config.json) but the target {target!r} has vocab_size 8 ("
+        in message
+    )
+    assert "choose the head trained for this target" in message
+    layer = llama_head_config(LLAMA, vocab_size=16)
+    nested = head_folder(tmp_path, "nested", speculators_config(layer, target), None)
+    with pytest.raises(ConfigError, match=r"vocab_size 16 \(transformer_layer_config.vocab_size"):
+        check(target, nested, method="eagle3")
+    mtp = model(tmp_path, "mtp", vocab_size=16)
+    with pytest.raises(ConfigError, match="'mtp' head with vocab_size 16"):
+        check(target, mtp, method="mtp")
+    # the target's hf_overrides may change its vocabulary: not compared then
+    check(target, head, {"hf_overrides": {"vocab_size": 16}}, method="eagle3")
+
+
+def test_draft_vocabulary_larger_than_the_target(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    head = eagle3(tmp_path, "head", weights=False, draft_vocab_size=12)
+    with pytest.raises(ConfigError) as info:
+        check(target, head, method="eagle3")
+    message = str(info.value)
+    assert f"has draft_vocab_size 12 (draft_vocab_size in {head}/config.json) but" in message
+    assert f"the target {target!r} has vocab_size 8" in message
+
+
+def test_d2t_table_does_not_match_draft_vocab_size(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    config = llama_head_config(LLAMA, architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=4)
+    head = head_folder(tmp_path, "head", config, eagle3_weights(config, d2t=6))
+    with pytest.raises(ConfigError) as info:
+        check(target, head, method="eagle3")
+    message = str(info.value)
+    assert f"has a d2t table of 6 entries (tensor 'd2t' in {head}/model.safetensors)" in message
+    assert f"but draft_vocab_size 4 (draft_vocab_size in {head}/config.json)" in message
+    assert "set draft_vocab_size to 6 in config.json" in message
+    # no draft_vocab_size: vLLM takes vocab_size (8), which a d2t of 4 does not fit
+    config.pop("draft_vocab_size")
+    bare = head_folder(tmp_path, "bare", config, eagle3_weights(config, d2t=4))
+    with pytest.raises(ConfigError, match=r"draft_vocab_size 8 \(vocab_size, as there is no"):
+        check(target, bare, method="eagle3")
+
+
+def test_aux_layer_ids_beyond_the_target(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")  # 2 layers: hidden states 0 to 2 are collected
+    head = eagle3(tmp_path, "head", eagle_aux_hidden_state_layer_ids=[0, 1, 3])
+    with pytest.raises(ConfigError) as info:
+        check(target, head, method="eagle3")
+    message = str(info.value)
+    assert f"reading the target's hidden states at layers [0, 1, 3] ({_AUX} in {head}/" in message
+    assert f"the target {target!r} has num_hidden_layers 2 ({target}/config.json)" in message
+    assert "so [3] would never be collected" in message
+    assert "give ids from 0 to 2" in message
+    nested = eagle3(tmp_path, "nested", eagle_config={_AUX: [-1, 1, 2]})
+    with pytest.raises(ConfigError, match=rf"at layers \[-1, 1, 2\] \(eagle_config.{_AUX} in"):
+        check(target, nested, method="eagle3")
+    layer = llama_head_config(LLAMA, **{_AUX: [0, 1, 2]})  # vLLM reads the top-level ids
+    top = head_folder(tmp_path, "top", speculators_config(layer, target, **{_AUX: [5, 1, 2]}), None)
+    with pytest.raises(ConfigError, match=rf"at layers \[5, 1, 2\] \({_AUX} in"):
+        check(target, top, method="eagle3")
+    eagle1 = eagle3(tmp_path, "eagle1", False, architectures=None, **{_AUX: [0, 1, 3]})
+    check(target, eagle1, method="eagle")  # EAGLE-1 reads no aux layers
+
+
+def test_complete_model_is_not_a_head(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    draft = model(tmp_path, "draft", num_hidden_layers=1)
+    write_safetensors(Path(draft), llm_weights({**LLAMA, "num_hidden_layers": 1}))
+    for method, label in (("eagle3", "an EAGLE-3"), ("eagle", "an EAGLE-1")):
+        with pytest.raises(ConfigError) as info:
+            check(target, draft, method=method)
+        message = str(info.value)
+        assert f"the draft {draft!r} is not {label} head but a complete LlamaForCausalLM" in message
+        assert f"(model.safetensors in {draft}) have no fusion layer fc" in message
+        assert "such as lm_head.weight, model.embed_tokens.weight" in message
+        assert 'as a draft with "method": "draft_model"' in message
+    check(target, draft)  # as a draft model it is fine
+
+
+def test_head_of_the_other_eagle_method(tmp_path: Path) -> None:
+    target = model(tmp_path, "target")
+    config = llama_head_config(LLAMA, architectures=["EagleLlamaForCausalLM"])
+    eagle1 = head_folder(tmp_path, "eagle1", config, eagle1_weights(LLAMA))
+    with pytest.raises(ConfigError) as info:
+        check(target, eagle1, method="eagle3")
+    message = str(info.value)
+    assert f"is an EAGLE-1 head (architectures ['EagleLlamaForCausalLM'] in {eagle1}/" in message
+    assert "but the method is 'eagle3'" in message
+    assert 'use "method": "eagle" for it, or give an EAGLE-3 head trained for the target' in message
+    # plain architectures: fc's inputs tell (2 x hidden_size: EAGLE-1; 3 x 64: EAGLE-3)
+    config = llama_head_config(LLAMA, architectures=["LlamaForCausalLM"])
+    plain = head_folder(tmp_path, "plain", config, eagle1_weights(LLAMA))
+    with pytest.raises(ConfigError, match=r"EAGLE-1 head \(fc.weight of shape \[64, 128\] in .*"
+                       r"128 inputs, 2 x hidden_size 64\)"):  # fmt: skip
+        check(target, plain, method="eagle3")
+    three = eagle3(tmp_path, "three", architectures=["LlamaForCausalLM"])
+    with pytest.raises(ConfigError, match=r"is an EAGLE-3 head \(fc.weight .*3 hidden states of"):
+        check(target, three, method="eagle")
+    named = eagle3(tmp_path, "named", weights=False)
+    with pytest.raises(
+        ConfigError, match=r"EAGLE-3 head \(architectures \['LlamaForCausalLMEagle3'"
+    ):
+        check(target, named, method="eagle")
+    config = speculators_config(llama_head_config(LLAMA), target) | {
+        "speculators_model_type": "eagle"
+    }
+    speculators = head_folder(tmp_path, "speculators", config, None)
+    with pytest.raises(ConfigError, match="EAGLE-1 head \\(speculators_model_type 'eagle' in"):
+        check(target, speculators, method="eagle3")
 
 
 # -- hub names --------------------------------------------------------------------------------

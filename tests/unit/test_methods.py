@@ -33,6 +33,9 @@ def test_the_table_answers_every_method_question() -> None:
     )
     assert method_facts("custom_class").ignores_schedule
     assert method_facts("qwen3_next_mtp").head and method_facts("qwen3_next_mtp").model
+    assert [name for name, row in METHODS.items() if row.eagle] == ["eagle", "eagle3"]
+    assert [name for name, row in METHODS.items() if row.aux_layers] == ["eagle3"]
+    assert not method_facts("deepseek_mtp").eagle
 
 
 @needs_vllm
