@@ -1,9 +1,9 @@
 """How a model is named where a person reads it (terminal, HTML, docs): one home.
 
-The built-in tiny models are ``tiny-target``, ``tiny-draft`` and ``tiny-weak-draft``; another
-local folder is shown by its name; a hub id as given. Reports keep the full path in their
-``target``/``draft`` fields (the detail); :func:`redact_paths` replaces them for a report that
-is published (the recorded run in the docs).
+The built-in tiny models are ``tiny-target``, ``tiny-draft``, ``tiny-weak-draft`` and
+``tiny-eagle3-head``; another local folder is shown by its name; a hub id as given. Reports keep
+the full path in their ``target``/``draft`` fields (the detail); :func:`redact_paths` replaces
+them for a report that is published (the recorded run in the docs).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ __all__ = ["display_name", "redact_paths"]
 #: The padded tiny target's cache folder: ``<cache>/tiny-<weights hash>/target``.
 _TINY_TARGET = re.compile(r"(^|/)tiny-[0-9a-f]{12}/target$")
 #: The committed tiny weights: ``.../pytest_specdecode/tiny/weights/<name>``.
-_TINY_WEIGHTS = re.compile(r"(^|/)pytest_specdecode/tiny/weights/(target|draft|weak_draft)$")
+_TINY_WEIGHTS = re.compile(
+    r"(^|/)pytest_specdecode/tiny/weights/(target|draft|weak_draft|eagle3_head)$"
+)
 
 
 def display_name(model: object) -> str:

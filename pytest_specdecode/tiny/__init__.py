@@ -1,14 +1,16 @@
-"""The built-in tiny CPU models: a trained target and two one-layer drafts sharing its tokenizer.
+"""The built-in tiny CPU models: a trained target, two one-layer drafts sharing its tokenizer
+and an EAGLE-3 head trained on its hidden states.
 
 >>> from pytest_specdecode.tiny import tiny_models
 >>> models = tiny_models()      # pads the target on first use, into a cache folder
 >>> models.target, models.draft  # folders vLLM can load (tokenizer included)
 >>> models.weak_draft            # the draft's shape trained on 25 of its 700 steps: worse
+>>> models.eagle3_head           # {"method": "eagle3", "model": str(models.eagle3_head)}
 
-The committed weights (``weights/target``, ``weights/draft``, ``weights/weak_draft``) are
-small. On first use the target is copied with zero-residual layers appended (see
-:func:`~.build.pad_llama`) up to :data:`TARGET_LAYERS` layers: it computes the same tokens, at
-a cost per step that gives speculative decoding something to save on a CPU. See
+The committed weights (``weights/target``, ``weights/draft``, ``weights/weak_draft``,
+``weights/eagle3_head``) are small. On first use the target is copied with zero-residual layers
+appended (see :func:`~.build.pad_llama`) up to :data:`TARGET_LAYERS` layers: it computes the
+same tokens, at a cost per step that gives speculative decoding something to save on a CPU. See
 ``MODEL_CARD.md``.
 
 This module imports neither torch nor transformers until a model has to be built.
@@ -61,6 +63,10 @@ class TinyModels:
     weak_draft: Path
     #: The trained target without padding (cheap; same next-token function as ``target``).
     target_unpadded: Path
+    #: A one-layer EAGLE-3 head for the target (``"method": "eagle3"``): it reads the target's
+    #: states entering layers 1, 2 and 4, which the padding leaves as they are, so it fits
+    #: ``target`` and ``target_unpadded`` alike. No tokenizer: vLLM uses the target's.
+    eagle3_head: Path
 
 
 def weights_hash() -> str:
@@ -163,4 +169,5 @@ def tiny_models(cache_dir: Path | None = None) -> TinyModels:
         draft=WEIGHTS_DIR / "draft",
         weak_draft=WEIGHTS_DIR / "weak_draft",
         target_unpadded=WEIGHTS_DIR / "target",
+        eagle3_head=WEIGHTS_DIR / "eagle3_head",
     )
