@@ -29,6 +29,26 @@ SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
 REQUESTS_FINISHED = "vllm:request_success"
 
 
+#: The most completions vLLM gives one request (``n``): ``VLLM_MAX_N_SEQUENCES``, default 16384
+#: in vLLM 0.32 (``vllm/sampling_params.py`` refuses more). A sample of more completions per
+#: prompt is sent as several requests of at most this many (:func:`split_n`).
+MAX_N_SEQUENCES = 16384
+
+
+def split_n(sampling: Mapping[str, Any], limit: int = MAX_N_SEQUENCES) -> list[dict[str, Any]]:
+    """``sampling`` as the sampling of requests that ask for at most ``limit`` completions each
+    and ``sampling["n"]`` together: every completion is an independent sample, so the
+    distribution is the same; a ``seed`` goes up by one per further request, which would
+    otherwise repeat the first one's completions."""
+    n, limit = int(sampling.get("n") or 1), max(1, limit)
+    sizes = [limit] * (n // limit) + ([n % limit] if n % limit else [])
+    seed = sampling.get("seed")
+    return [
+        {**sampling, "n": size} | ({"seed": seed + i} if isinstance(seed, int) else {})
+        for i, size in enumerate(sizes or [n])
+    ]
+
+
 #: vLLM's per-request speculative-decoding metrics (``RequestSpecDecodeMetrics.to_dict()``,
 #: ``metrics.speculative_decoding`` in a served response), by the field of
 #: :class:`RequestFigures` they fill.

@@ -42,6 +42,7 @@ from ..errors import ConfigError, EngineError
 from .config import EngineConfig
 from .hardware import Device
 from .protocol import (
+    MAX_N_SEQUENCES,
     QUIET_S,
     REQUESTS_FINISHED,
     SPEC_COUNTERS,
@@ -56,6 +57,7 @@ from .protocol import (
     check_arrivals,
     request_spec_fields,
     restarted,
+    split_n,
 )
 
 if TYPE_CHECKING:
@@ -185,6 +187,9 @@ class ServedEngine(PlainCalls):
         self.role = role
         #: the model's path or name behind the id (``root`` in ``/v1/models``), where listed
         self.root: str | None = None
+        #: the most completions one request asks for (the server's own limit is not visible:
+        #: vLLM's default ``VLLM_MAX_N_SEQUENCES``)
+        self.max_n = MAX_N_SEQUENCES
         self.placement = Placement({}, "served (memory set by the server)", {})
         self.info: dict[str, Any] = {}
         self._origin = _origin(httpx.URL(self.url))
@@ -544,12 +549,21 @@ class ServedEngine(PlainCalls):
         return metrics
 
     def sample(self, prompts: Sequence[Any], sampling: Mapping[str, Any]) -> list[list[list[int]]]:
-        """Every completion's token ids, per prompt: one non-streamed request per prompt for
-        ``sampling["n"]`` completions, the prompts concurrently."""
-        n = int(sampling.get("n") or 1)
-        bodies = [self._body(p, sampling, i, stream=False) for i, p in enumerate(prompts)]
-        with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
-            return list(pool.map(lambda body: self._completions(body, n), bodies))
+        """Every completion's token ids, per prompt: non-streamed requests per prompt for
+        ``sampling["n"]`` completions (several when that is over vLLM's default
+        ``VLLM_MAX_N_SEQUENCES``), the prompts concurrently."""
+        parts = split_n(sampling, self.max_n)
+        bodies = [
+            (i, self._body(p, part, i, stream=False), int(part["n"]))
+            for i, p in enumerate(prompts)
+            for part in parts
+        ]
+        found: list[list[list[int]]] = [[] for _ in prompts]
+        with ThreadPoolExecutor(max_workers=max(1, len(prompts))) as pool:
+            answers = pool.map(lambda item: self._completions(item[1], item[2]), bodies)
+            for (i, _, _), completions in zip(bodies, answers, strict=True):
+                found[i].extend(completions)
+        return found
 
     def _completions(self, body: Mapping[str, Any], n: int) -> list[list[int]]:
         path = "/v1/completions"

@@ -301,10 +301,20 @@ class _Engine:
         }
 
     def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]:
-        """Every completion's token ids, per prompt (``sampling`` usually has ``n`` > 1)."""
-        params = _build_sampling(sampling, len(prompts))
-        outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
-        return [[list(c.token_ids) for c in o.outputs] for o in outputs]
+        """Every completion's token ids, per prompt (``sampling`` usually has ``n`` > 1; more
+        than vLLM's ``VLLM_MAX_N_SEQUENCES`` are asked for in several requests)."""
+        import vllm.envs
+
+        from .protocol import MAX_N_SEQUENCES, split_n
+
+        limit = int(getattr(vllm.envs, "VLLM_MAX_N_SEQUENCES", MAX_N_SEQUENCES))
+        found: list[list[list[int]]] = [[] for _ in prompts]
+        for part in split_n(sampling, limit):
+            params = _build_sampling(part, len(prompts))
+            outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
+            for i, o in enumerate(outputs):
+                found[i].extend(list(c.token_ids) for c in o.outputs)
+        return found
 
     def spec_counters(self) -> dict[str, Any]:
         """The speculative-decoding counters, summed over ``engine`` labels (data parallel)."""

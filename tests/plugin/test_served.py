@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.engines import protocol
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.protocol import Counters, EngineBackend, EngineSource, LoadRound
 from pytest_specdecode.engines.served import ServedEngine, ServedPool, ServerMetrics, parse_metrics
@@ -337,6 +338,25 @@ def test_sample_returns_every_completion_per_prompt(server: FakeServer) -> None:
     ]
     assert sorted(b["prompt"] for b in server.bodies) == ["a", "b"]
     assert all(not b["stream"] and b["n"] == 3 for b in server.bodies)
+
+
+def test_more_completions_than_vllm_gives_one_request_go_in_several(server: FakeServer) -> None:
+    """vLLM refuses n above VLLM_MAX_N_SEQUENCES (16384): a larger sample is split, each
+    further request's seed one up so that no completion repeats."""
+    engine = ServedEngine(server.url, CONFIG)
+    engine.max_n = 2
+    sampling = {"temperature": 0.8, "max_tokens": 3, "ignore_eos": True, "n": 5, "seed": 7}
+    got = engine.sample(["a", "b"], sampling)
+    assert [len(runs) for runs in got] == [5, 5]
+    sent = sorted((b["prompt"], b["n"], b["seed"]) for b in server.bodies)
+    assert sent == [("a", 1, 9), ("a", 2, 7), ("a", 2, 8), ("b", 1, 9), ("b", 2, 7), ("b", 2, 8)]
+
+
+def test_split_n_keeps_the_count_and_moves_the_seed() -> None:
+    assert protocol.split_n({"n": 5}, 2) == [{"n": 2}, {"n": 2}, {"n": 1}]
+    assert protocol.split_n({"n": 4, "seed": 1}, 2) == [{"n": 2, "seed": 1}, {"n": 2, "seed": 2}]
+    assert protocol.split_n({"temperature": 1.0}, 16384) == [{"temperature": 1.0, "n": 1}]
+    assert protocol.split_n({"n": 16384}) == [{"n": 16384}]
 
 
 def test_sample_with_too_few_completions_is_an_engine_error(server: FakeServer) -> None:
