@@ -5,8 +5,8 @@ sweeps, loads, rankings and schedule checks; a ``--specdecode-report`` file read
 ``Report.from_dict``) and, for each target and proposer measured, answers each
 question yes, no or unknown with the figure behind it:
 
-* spare memory: what the draft costs, and the KV cache left per sequence at the largest batch
-  measured (a request needs at least ``max_tokens`` slots beside its prompt);
+* spare memory: what the draft (or head) costs, and the KV cache left per sequence at the
+  largest batch measured (a request needs at least ``max_tokens`` slots beside its prompt);
 * batch size: where the gain ends (a sweep's crossover, or one test's runs at several batch
   sizes), and a sweep's k schedule (which k at which batch size, and whether its
   ``check_schedule`` held);
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..baselines.report import Report, ReportEntry
-from ..engines.methods import NO_MODEL
+from ..engines.methods import NO_MODEL, is_head
 from ..figure_table import finite, real
 from ..measure.choice import Candidate, Ranking
 from ..measure.kschedule import KSchedule, ScheduleCheck
@@ -265,7 +265,8 @@ def _memory(rows: Sequence[Row]) -> _Answer:
     extras = [v for v in (finite(r.extra_memory_gib) for r in rows) if v is not None]
     method = rows[0].method
     if extras:
-        cost = f"the {'proposer' if method in NO_MODEL else 'draft'} costs {max(extras):.2f} GiB"
+        what = "proposer" if method in NO_MODEL else "head" if is_head(method) else "draft"
+        cost = f"the {what} costs {max(extras):.2f} GiB"
     elif method in NO_MODEL:
         cost = f"{method} has no draft model (extra memory not measured)"
     else:

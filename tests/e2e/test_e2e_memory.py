@@ -54,6 +54,7 @@ def test_ngram_holds_nothing_and_the_draft_its_weights_and_kv_cache() -> None:
     print(lines)
     assert lines["draft_model"].startswith(f"the draft costs {r.extra_memory_gib:.2f} GiB")
     assert lines["ngram"].startswith("the proposer costs 0.00 GiB")
+    assert lines["eagle3"].startswith("the head costs")
     # the EAGLE-3 head: drafts accepted at every position, its own phase and cost ratio
     head_result = by_name["eagle3"]
     assert len(head_result.acceptance_per_position) == 4

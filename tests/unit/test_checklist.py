@@ -75,6 +75,11 @@ def test_memory_yes_when_the_kv_cache_left_holds_the_batch() -> None:
     )
 
 
+def test_memory_names_a_head_as_a_head() -> None:
+    c = one([row(method="eagle3", concurrency=32, kv=(349_520, 262_144), extra=0.02)])
+    assert answer(c, "spare memory")[1].startswith("the head costs 0.02 GiB; KV cache")
+
+
 def test_memory_no_when_the_batch_does_not_fit_the_kv_cache_left() -> None:
     c = one([row(concurrency=None, prompts=256, kv=(40_000, 12_800), extra=1.5, max_tokens=64),
              row(concurrency=1, kv=(40_000, 12_800), extra=1.5)])  # fmt: skip
