@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import time
@@ -327,14 +326,6 @@ def simulate(
     }
 
 
-def _lr_at(spec: HeadSpec, step: int) -> float:
-    warmup = max(1, spec.steps // 12)
-    if step < warmup:
-        return spec.lr * (step + 1) / warmup
-    frac = (step - warmup) / max(1, spec.steps - warmup)
-    return spec.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 def train_head(
     target_dir: Path,
     stream: Any,
@@ -347,6 +338,8 @@ def train_head(
     head, its config and the record of the run."""
     import torch
     from transformers import AutoModelForCausalLM
+
+    from pytest_specdecode.tiny.train import lr_at, optimizer, report_step, update
 
     target_config = json.loads((Path(target_dir) / "config.json").read_text())
     config = head_config(target_config, spec, aux_layer_ids)
@@ -361,13 +354,7 @@ def train_head(
         head.lm_head.weight.copy_(target.get_output_embeddings().weight)
         head.norm.weight.copy_(target.model.norm.weight)
     head.train()
-    decay = [p for p in head.parameters() if p.dim() >= 2]
-    no_decay = [p for p in head.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=spec.lr,
-        betas=(0.9, 0.95),
-    )
+    opt = optimizer(head, spec)
     window = spec.seq_len + spec.ttt_steps + 1
     usable = [s for s in starts if s + window <= len(stream)]
     rows = max(1, spec.batch_tokens // spec.seq_len)
@@ -377,7 +364,7 @@ def train_head(
     t0 = time.perf_counter()
     for step in range(spec.steps):
         for g in opt.param_groups:
-            g["lr"] = _lr_at(spec, step)
+            g["lr"] = lr_at(spec, step)
         batch = torch.stack([stream[s : s + window] for s in rng.sample(usable, rows)])
         t = spec.seq_len
         later = [batch[:, j + 1 : j + 1 + t] for j in range(1, spec.ttt_steps)]
@@ -392,20 +379,10 @@ def train_head(
             ce = -(torch.softmax(want, -1) * logp).sum(-1).mean()
             loss = loss + weights[j] * ce
             acc.append(float((logits.argmax(-1) == want.argmax(-1)).float().mean()))
-        loss = loss / sum(weights)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(update(head, opt, loss / sum(weights)))
         accs.append(acc)
-        if step % 20 == 0 or step == spec.steps - 1:
-            print(
-                f"[{NAME}] step {step:4d}/{spec.steps} loss {losses[-1]:.3f} "
-                f"top-1 per step {' '.join(f'{a:.2f}' for a in acc)} "
-                f"({time.perf_counter() - t0:.0f}s)",
-                flush=True,
-            )
+        top1 = " ".join(f"{a:.2f}" for a in acc)
+        report_step(NAME, step, spec.steps, losses[-1], t0, f"top-1 per step {top1} ")
     head.eval()
     tail = losses[-10:]
     info = {

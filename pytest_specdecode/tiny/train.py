@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_specdecode.tiny import corpus
 from pytest_specdecode.tiny.build import build_tokenizer, llama_config
@@ -112,7 +112,16 @@ def _tokenize(tok_dir: Path, docs: Sequence[str]) -> tuple[list[int], list[int]]
     return stream, starts
 
 
-def _optimizer(model: Any, spec: ModelSpec) -> Any:
+class Schedule(Protocol):
+    """What the optimizer and its learning-rate schedule read of a model's (or head's) spec."""
+
+    @property
+    def lr(self) -> float: ...
+    @property
+    def steps(self) -> int: ...
+
+
+def optimizer(model: Any, spec: Schedule) -> Any:
     """AdamW with weight decay on matrices only."""
     import torch
 
@@ -125,7 +134,28 @@ def _optimizer(model: Any, spec: ModelSpec) -> Any:
     )
 
 
-def _lr_at(spec: ModelSpec, step: int) -> float:
+def update(model: Any, opt: Any, loss: Any) -> float:
+    """One optimizer step on ``loss`` (gradients clipped to norm 1); the loss's value."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.item())
+
+
+def report_step(label: str, step: int, steps: int, loss: float, t0: float, more: str = "") -> None:
+    """The progress line of every 20th step and the last."""
+    if step % 20 == 0 or step == steps - 1:
+        print(
+            f"[{label}] step {step:4d}/{steps} loss {loss:.3f} {more}"
+            f"({time.perf_counter() - t0:.0f}s)",
+            flush=True,
+        )
+
+
+def lr_at(spec: Schedule, step: int) -> float:
     """Linear warm-up over the first twelfth, then cosine decay to a tenth."""
     warmup = max(1, spec.steps // 12)
     if step < warmup:
@@ -166,31 +196,22 @@ def _train_model(
     )
     model = LlamaForCausalLM(config)
     model.train()
-    opt = _optimizer(model, spec)
+    opt = optimizer(model, spec)
     usable = [s for s in starts if s + spec.long_seq_len + 1 <= len(stream)]
     losses: list[float] = []
     t0 = time.perf_counter()
     for step in range(spec.steps):
         for g in opt.param_groups:
-            g["lr"] = _lr_at(spec, step)
+            g["lr"] = lr_at(spec, step)
         seq_len = _seq_len_at(spec, step)
         rows = max(1, spec.batch_tokens // seq_len)
         batch = torch.stack([stream[s : s + seq_len] for s in rng.sample(usable, rows)])
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = model(input_ids=batch, labels=batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(update(model, opt, loss))
         if on_step is not None:
             on_step(step, model)
-        if step % 20 == 0 or step == spec.steps - 1:
-            print(
-                f"[{label}] step {step:4d}/{spec.steps} loss {losses[-1]:.3f} "
-                f"({time.perf_counter() - t0:.0f}s)",
-                flush=True,
-            )
+        report_step(label, step, spec.steps, losses[-1], t0)
     model.eval()
     tail = losses[-10:]
     info = {
