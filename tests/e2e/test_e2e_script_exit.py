@@ -58,6 +58,9 @@ class Script:
         self.pids: dict[int, str] = {}  # every process of the run seen, with its command
         self.shm: set[str] = set()  # /dev/shm names the run's processes mapped or opened
         self.lines: list[str] = []
+        # What /dev/shm held before: a file that a dead process of an earlier run left under a
+        # pid this run's processes reuse is not this run's.
+        self.before = {path.name for path in SHM.iterdir()}
         self.proc = subprocess.Popen(
             [sys.executable, str(path)], cwd=root, env=tagged_env(self.tag),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -127,6 +130,8 @@ class Script:
         openmp = {f"{OPENMP_FILE}{pid}_": pid for pid in [*self.pids, self.proc.pid]}
         left = []
         for path in SHM.iterdir():
+            if path.name in self.before:
+                continue
             if path.name in self.shm:
                 left.append(path.name)
             for prefix, pid in openmp.items():
