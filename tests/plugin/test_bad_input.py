@@ -16,6 +16,7 @@ from pytest_specdecode.plugin.marker import resolve
 from pytest_specdecode.settings import load_global
 
 from ..e2e_support import needs_vllm
+from ..helpers import fake_find_spec
 
 FAKE_SOURCE = """
 from typing import Literal
@@ -142,7 +143,8 @@ def test_speculative_config_checked_against_installed_vllm(
 
 @needs_vllm
 @pytest.mark.parametrize("method", ["ngram", "ngram_gpu", "suffix", "mtp", "deepseek_mtp"])
-def test_methods_that_need_no_model_pass(method: str) -> None:
+def test_methods_that_need_no_model_pass(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_find_spec(monkeypatch, arctic_inference=True)  # suffix's package, absent in CI
     resolve_with({"method": method, "num_speculative_tokens": 3})
 
 
