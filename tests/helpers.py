@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.protocol import Counters, RequestFigures, Round
@@ -58,3 +61,19 @@ def benchmark_script(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def fake_find_spec(monkeypatch: pytest.MonkeyPatch, **found: bool) -> list[str]:
+    """``importlib.util.find_spec`` answers for the modules named in ``found`` as told (a spec
+    when True, None when False) and for any other as before; returns every name it is asked."""
+    real = importlib.util.find_spec
+    asked: list[str] = []
+
+    def find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        asked.append(name)
+        if name in found:
+            return ModuleSpec(name, None) if found[name] else None
+        return real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    return asked

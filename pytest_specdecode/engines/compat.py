@@ -8,16 +8,20 @@ EAGLE/MTP head's hidden size, vocabulary (``vocab_size``, ``draft_vocab_size``, 
 table) and recorded base model, an EAGLE-3 head's aux layer ids against the target's layers,
 and that an EAGLE method's folder holds a head of that method. Local folders are read directly; hub
 names where their files are in the Hugging Face cache, otherwise the check is said to be
-skipped (:class:`~pytest_specdecode.errors.UncheckedCompatibilityWarning`).
+skipped (:class:`~pytest_specdecode.errors.UncheckedCompatibilityWarning`). Also checked: that a
+package the method's proposer imports is installed (suffix: ``arctic_inference``), looked up
+with :func:`importlib.util.find_spec`, which imports neither it nor vLLM.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import os
 import struct
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -302,6 +306,28 @@ def _warn_once(message: str, category: type[Warning], *key: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, category, stacklevel=4)
+
+
+def _installed(module: str) -> bool:
+    """Whether top-level ``module`` can be imported here (found, not imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: in sys.modules without a __spec__
+        return module in sys.modules
+
+
+def check_requirement(method: str, source: str) -> None:
+    """Raise :class:`ConfigError` when ``method``'s proposer imports a package that is not
+    installed (suffix: ``arctic_inference``); methods that import none never look."""
+    need = method_facts(method).requires
+    if need is None or _installed(need.module):
+        return
+    raise ConfigError(
+        f'{source}: method "{method}" needs the module {need.module!r}, which is not installed '
+        f"for this Python ({sys.executable}); vLLM starts no {method} engine without it. "
+        f"Install it with `{need.install}`, the command vLLM asks for; that is {need.cost}. "
+        f"Or choose another method (ngram needs no model either); see {need.docs}"
+    )
 
 
 def check_compatibility(

@@ -98,7 +98,10 @@ class EngineConfig:
         return f"speculative engine ({display_name(self.target)}, {self.method} {k}{draft})"
 
     def check_speculative_config(self, source: str) -> None:
-        """Checks that need no vLLM import: the shape of the speculative config."""
+        """Checks that need no vLLM import: the shape of the speculative config, the packages
+        its method imports, the models it names."""
+        from .compat import check_requirement
+
         spec = self.speculative_config
         if spec is None:
             return
@@ -116,6 +119,7 @@ class EngineConfig:
                 f'{source}: no proposer: give "method" (e.g. "ngram" or "draft_model" with "model")'
             )
         self._check_against_vllm(spec, source)
+        check_requirement(self.method, source)
         if spec.get(SCHEDULE_KEY) is not None:
             check_schedule(spec[SCHEDULE_KEY], k, source)
             check_schedule_support(self.method, self.engine_kwargs, source)

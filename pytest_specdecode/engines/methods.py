@@ -18,6 +18,35 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A package a method's proposer imports that vLLM does not install with itself: without
+    it vLLM refuses the method only once an engine starts, so the plugin looks first."""
+
+    #: the module looked for (``importlib.util.find_spec``, which imports nothing)
+    module: str
+    #: the install command vLLM's own error asks for
+    install: str
+    #: what that install costs, as measured (docs/writing-tests.md#suffix-decoding)
+    cost: str
+    #: the page that explains
+    docs: str
+
+
+#: Suffix decoding's package. vLLM 0.32 ``SpeculativeConfig._validate_suffix_decoding`` raises
+#: "Arctic Inference is required for suffix decoding. Install via `pip install
+#: arctic-inference==0.1.1`." on ``method="suffix"`` when ``arctic_inference`` is missing.
+ARCTIC_INFERENCE = Requirement(
+    module="arctic_inference",
+    install="pip install arctic-inference==0.1.1",
+    cost=(
+        "a source distribution whose isolated build downloads about 3 GB (torch 2.7.0 and "
+        "CUDA wheels) and took 5 minutes on a 2-core machine"
+    ),
+    docs="docs/writing-tests.md#suffix-decoding",
+)
+
+
+@dataclass(frozen=True)
 class Method:
     """What the plugin knows of one speculative method."""
 
@@ -44,6 +73,8 @@ class Method:
     placeholder: str | None = None
     #: why the method takes a k schedule and then drafts as if it were not there (vLLM 0.32)
     ignores_schedule: str | None = None
+    #: a package the proposer imports that vLLM does not install (checked before a start)
+    requires: Requirement | None = None
 
 
 _ROWS = (
@@ -84,7 +115,7 @@ _ROWS = (
     ),
     Method("ngram", model=False),
     Method("ngram_gpu", model=False),
-    Method("suffix", model=False),
+    Method("suffix", model=False, requires=ARCTIC_INFERENCE),
 )
 
 #: The table, by method name.

@@ -16,6 +16,8 @@ from pytest_specdecode.plugin.marker import resolve
 from pytest_specdecode.settings import load_global
 
 from ..e2e_support import needs_vllm
+from ..fakes import use_fake
+from ..helpers import fake_find_spec
 
 FAKE_SOURCE = """
 from typing import Literal
@@ -142,7 +144,8 @@ def test_speculative_config_checked_against_installed_vllm(
 
 @needs_vllm
 @pytest.mark.parametrize("method", ["ngram", "ngram_gpu", "suffix", "mtp", "deepseek_mtp"])
-def test_methods_that_need_no_model_pass(method: str) -> None:
+def test_methods_that_need_no_model_pass(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_find_spec(monkeypatch, arctic_inference=True)  # suffix's package, absent in CI
     resolve_with({"method": method, "num_speculative_tokens": 3})
 
 
@@ -226,3 +229,35 @@ def test_eagle_without_head(specdecode):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(['*method "eagle" needs "model"*add "model": "<path or hub id*'])
+
+
+def test_suffix_without_its_package_errors_at_setup_before_any_start(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A suffix marker where arctic_inference is missing errors at setup, naming the install
+    command and its cost, and no engine starts (vLLM would say so only once one had)."""
+    source = use_fake(pytester, monkeypatch)
+    fake_find_spec(monkeypatch, arctic_inference=False)
+    pytester.makepyfile(
+        """
+import pytest
+
+@pytest.mark.specdecode("s", target="org/t",
+                        speculative_config={"method": "suffix", "num_speculative_tokens": 4})
+def test_suffix(specdecode):
+    specdecode.run(["x"], max_tokens=2)
+
+def test_other():
+    pass
+"""
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            '*test_suffix*speculative_config*: method "suffix" needs the module '
+            "'arctic_inference'*`pip install arctic-inference==0.1.1`*about 3 GB*"
+            "docs/writing-tests.md#suffix-decoding"
+        ]
+    )
+    assert source.starts == 0

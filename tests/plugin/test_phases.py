@@ -29,6 +29,7 @@ from pytest_specdecode.measure.phases import PhaseSummary, cost_ratio, summarize
 from pytest_specdecode.measure.result import Result
 
 from ..fakes import FakeSource, use_fake
+from ..helpers import fake_find_spec
 from ..phase_reports import entry, typed
 
 pytestmark = pytest.mark.filterwarnings(
@@ -355,7 +356,10 @@ def test_an_engine_whose_runner_lacks_a_point_says_so_everywhere_and_keeps_the_r
 
 
 @pytest.mark.parametrize("method", ["ngram", "ngram_gpu", "suffix"])
-def test_proposers_without_a_model_cost_nothing(method: str) -> None:
+def test_proposers_without_a_model_cost_nothing(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_find_spec(monkeypatch, arctic_inference=True)  # suffix's package, absent in CI
     spec = {"method": method, "num_speculative_tokens": 4}
     result = Bench("org/target", spec, source=FakeSource(), progress=None, trials=3).run(
         ["p"], max_tokens=4

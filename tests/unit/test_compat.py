@@ -1,23 +1,29 @@
 """A draft or head is checked against its target from the model files, before any engine
-starts: tokenizers, context window, size, EAGLE/MTP head fit; hub names from the HF cache."""
+starts: tokenizers, context window, size, EAGLE/MTP head fit; hub names from the HF cache; and
+a package the method's proposer imports (suffix: arctic_inference) is installed."""
 
 from __future__ import annotations
 
 import json
 import struct
+import sys
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from pytest_specdecode.engines import compat
 from pytest_specdecode.engines.config import EngineConfig, engine_pair
+from pytest_specdecode.engines.methods import ARCTIC_INFERENCE, METHODS
+from pytest_specdecode.engines.vllm_schema import installed_schema
 from pytest_specdecode.errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
 from pytest_specdecode.tiny import WEIGHTS_DIR
 
+from ..e2e_support import needs_vllm
 from ..heads import (
     eagle1_weights,
     eagle3_weights,
@@ -27,6 +33,7 @@ from ..heads import (
     speculators_config,
     write_safetensors,
 )
+from ..helpers import fake_find_spec
 
 SOURCE = "t.py::test_a: speculative_config (from marker)"
 
@@ -510,3 +517,74 @@ def test_refused_through_engine_pair(tmp_path: Path) -> None:
     spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 2}
     with pytest.raises(ConfigError, match="^Bench: speculative_config: the draft .* vocab_size"):
         engine_pair(target, spec, {}, served=False, where=lambda n: f"Bench: {n}", hint="")
+
+
+# -- packages a method's proposer imports ------------------------------------------------------
+
+SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
+
+
+def test_suffix_without_arctic_inference_is_refused_before_any_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM raises only once an engine starts; the plugin says it first, with the cost."""
+    imported = "vllm" in sys.modules
+    asked = fake_find_spec(monkeypatch, arctic_inference=False)
+    with pytest.raises(ConfigError) as info:
+        EngineConfig.create("org/target", SUFFIX, {}).check_speculative_config(SOURCE)
+    message = str(info.value)
+    assert message.startswith(f"{SOURCE}: method \"suffix\" needs the module 'arctic_inference'")
+    for said in (
+        "not installed for this Python",
+        "`pip install arctic-inference==0.1.1`, the command vLLM asks for",
+        "source distribution whose isolated build downloads about 3 GB (torch 2.7.0 and CUDA",
+        "took 5 minutes on a 2-core machine",
+        "see docs/writing-tests.md#suffix-decoding",
+    ):
+        assert said in message
+    assert "arctic_inference" in asked
+    assert ("vllm" in sys.modules) == imported  # looked up, not imported
+    with pytest.raises(ConfigError, match='^Bench: speculative_config: method "suffix" needs'):
+        engine_pair("org/target", SUFFIX, {}, served=False, where=lambda n: f"Bench: {n}", hint="")
+
+
+def test_suffix_with_arctic_inference_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = fake_find_spec(monkeypatch, arctic_inference=True)
+    EngineConfig.create("org/target", SUFFIX, {}).check_speculative_config(SOURCE)
+    assert "arctic_inference" in asked
+
+
+def test_served_suffix_is_the_servers_business(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A served pair's configuration is its server's: nothing is looked up here."""
+    asked = fake_find_spec(monkeypatch, arctic_inference=False)
+    engine_pair("", SUFFIX, {}, served=True, where=lambda n: n, hint="")
+    assert "arctic_inference" not in asked
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - {"suffix"} | {"deepseek_mtp", "new"}))
+def test_other_methods_never_look(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    asked = fake_find_spec(monkeypatch, arctic_inference=False)
+    compat.check_requirement(method, SOURCE)
+    assert asked == []
+    if method in ("ngram", "ngram_gpu"):  # through the whole pre-start check too
+        spec = {"method": method, "num_speculative_tokens": 4}
+        EngineConfig.create("org/target", spec, {}).check_speculative_config(SOURCE)
+        assert "arctic_inference" not in asked
+
+
+def test_a_module_already_imported_without_a_spec_counts_as_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """find_spec raises ValueError for a module in sys.modules whose __spec__ is None."""
+    module = ModuleType(ARCTIC_INFERENCE.module)
+    module.__spec__ = None
+    monkeypatch.setitem(sys.modules, ARCTIC_INFERENCE.module, module)
+    compat.check_requirement("suffix", SOURCE)
+
+
+@needs_vllm
+def test_the_install_command_is_the_one_the_installed_vllm_asks_for() -> None:
+    schema = installed_schema()
+    assert schema is not None
+    text = Path(schema.source).read_text(encoding="utf-8")
+    assert f"Install via `{ARCTIC_INFERENCE.install}`" in text, schema.source

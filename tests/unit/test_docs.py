@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.engines.methods import ARCTIC_INFERENCE
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SPEEDUP = re.compile(r"(?<![\d.])(\d+\.\d\d)x")
@@ -216,3 +218,13 @@ def test_the_tiny_target_s_layers_are_told_with_the_padding() -> None:
         if depth.search(paragraph) and "zero-residual" not in paragraph
     ]
     assert not unexplained, unexplained
+
+
+def test_the_docs_section_the_suffix_refusal_names_quotes_its_command() -> None:
+    """The refusal of suffix without arctic_inference points at a section saying the same."""
+    page, anchor = ARCTIC_INFERENCE.docs.split("#")
+    text = (ROOT / page).read_text(encoding="utf-8")
+    heading = anchor.replace("-", " ").capitalize()
+    assert f"### {heading}\n" in text or f"## {heading}\n" in text
+    section = " ".join(text.split(heading, 1)[1].split("\n## ", 1)[0].split())
+    assert f"`{ARCTIC_INFERENCE.install}`" in section and "torch 2.7.0" in section
