@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .methods import has_model
+from .methods import has_model, is_mtp
 
 #: Bytes per element of the safetensors dtypes.
 _SAFETENSORS_BYTES = {
@@ -184,7 +184,7 @@ def proposer_footprint(vllm_config: Any) -> dict[str, Any]:
         )
     if draft is None or draft is target or not has_model(spec.method):
         return {"weights_bytes": 0, "kv_bytes_per_token": kv, "why": f"{spec.method}: no model"}
-    if draft.model == target.model and spec.method == "mtp":
+    if draft.model == target.model and is_mtp(spec.method):
         return _mtp_footprint(target, draft, kv)
     if draft.model == target.model:
         return {
