@@ -6,7 +6,8 @@ Checked: a draft model's tokenizer (vocabulary size, token-to-id mapping, specia
 context window against the target's, its size (a warning when it is the larger model); an
 EAGLE/MTP head's hidden size, vocabulary (``vocab_size``, ``draft_vocab_size``, its ``d2t``
 table) and recorded base model, an EAGLE-3 head's aux layer ids against the target's layers,
-and that an EAGLE method's folder holds a head of that method. Local folders are read directly; hub
+that an EAGLE method's folder holds a head of that method, and that a target run with MTP and no
+``model`` has MTP layers (:func:`check_mtp_target`). Local folders are read directly; hub
 names where their files are in the Hugging Face cache, otherwise the check is said to be
 skipped (:class:`~pytest_specdecode.errors.UncheckedCompatibilityWarning`). Also checked: that a
 package the method's proposer imports is installed (suffix: ``arctic_inference``), looked up
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SpecDecodeWarning, UncheckedCompatibilityWarning
-from .methods import draft_model, method_facts
+from .methods import draft_model, is_mtp, method_facts
 from .model_folder import config_context, looks_local
 
 #: Special-token roles compared between draft and target. A different ``bos``/``unk`` means
@@ -782,4 +783,69 @@ def _check_head(
         f"{message}, or ignore this if {target.name!r} holds {name!r}",
         SpecDecodeWarning,
         stacklevel=4,
+    )
+
+
+# -- MTP: the draft is layers of the target's own checkpoint ------------------------------
+
+#: Keys vLLM 0.32 reads a target's count of MTP layers from (config/speculative.py
+#: ``SpeculativeConfig.hf_config_override``), in ``config.json``, its ``text_config`` (Kimi-K3,
+#: GLM-5-Next) or its ``mtp_config`` (Inkling).
+MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+
+#: Targets whose MTP layers vLLM 0.32 counts without such a key: a default of one layer
+#: (longcat_flash, step3p5, step3p7) or a fixed count (MiMo-V2).
+_MTP_WITHOUT_KEY = ("longcat_flash", "step3p5", "step3p7", "Step3p5", "Step3p7", "MiMoV2")
+
+
+def mtp_layer_count(config: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The number of MTP layers a target's ``config.json`` declares and the key it is read
+    from (:data:`MTP_LAYER_KEYS`), or None when it declares none."""
+    places: list[tuple[Mapping[str, Any], str]] = [(config, "")]
+    for nested in ("text_config", "mtp_config"):
+        value = config.get(nested)
+        if isinstance(value, dict):
+            places.append((value, f"{nested}."))
+    for place, prefix in places:
+        for key in MTP_LAYER_KEYS:
+            value = place.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value, prefix + key
+    return None
+
+
+def check_mtp_target(
+    target: str, spec: Mapping[str, Any], engine_kwargs: Mapping[str, Any], method: str, source: str
+) -> None:
+    """Raise :class:`ConfigError` when MTP without ``model`` is asked of a target whose
+    ``config.json`` declares no MTP layers. vLLM 0.32 refuses the method for a target it has
+    no MTP draft for (a Llama: "Unsupported speculative method: 'mtp'", while configuring the
+    engine) and fails building the draft of a MiMo target without the key (``AttributeError:
+    'Qwen2Config' object has no attribute 'num_nextn_predict_layers'`` in the engine worker,
+    a minute into the start on a 2-core CPU). Skipped where the files are not at hand, where
+    ``hf_overrides`` may add the layers, and for the targets vLLM counts without a key."""
+    if not is_mtp(method) or spec.get("model") or "hf_overrides" in engine_kwargs or not target:
+        return
+    folder = locate(target, engine_kwargs.get("revision"))
+    if folder is None:
+        return
+    model = ModelFiles(target, folder)
+    config = model.config
+    if not config:
+        return
+    kinds = [config.get("model_type"), *(config.get("architectures") or ())]
+    if any(isinstance(k, str) and k.startswith(_MTP_WITHOUT_KEY) for k in kinds):
+        return
+    found = mtp_layer_count(config)
+    if found is not None and found[0] > 0:
+        return
+    archs = config.get("architectures") or [config.get("model_type")]
+    said = f"{found[1]} {found[0]}" if found is not None else f"no {', '.join(MTP_LAYER_KEYS)}"
+    raise ConfigError(
+        f'{source}: "method": "{method}" with no "model" drafts with the MTP layers of the '
+        f"target's own checkpoint, but the target {target!r} "
+        f"({'/'.join(str(a) for a in archs)}) declares none: its config.json "
+        f"({model.where()}) has {said}, the keys vLLM reads the count of MTP layers from. "
+        "Use a target that ships MTP layers (such as MiMo, DeepSeek-V3, Qwen3-Next or GLM-4.5), "
+        'name the MTP weights with "model", or choose another method'
     )

@@ -147,11 +147,12 @@ class EngineConfig:
 
     def _check_models(self, spec: dict[str, Any], source: str) -> None:
         """Local folders exist; a draft or head fits the target (``compat``)."""
-        from .compat import check_compatibility
+        from .compat import check_compatibility, check_mtp_target
 
         check_model_path(self.target, source.replace("speculative_config", "target"))
         if method_facts(self.method).standalone and not spec.get("model"):  # also without vLLM
             _refuse_missing_model(self.method, source, None)
+        check_mtp_target(self.target, spec, self.engine_kwargs, self.method, source)
         draft = self.draft
         if draft is None:
             return

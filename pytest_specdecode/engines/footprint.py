@@ -16,8 +16,13 @@ small buffers such as n-gram's token arrays): measured as a process RSS differen
 noise of a tenth of a GiB either way on a CPU, larger than a small draft. Nor does it say what
 the draft costs in KV capacity on a fixed KV budget (``kv_cache_memory_bytes``, the CPU
 default): there the draft's KV cache comes out of the same budget, which the KV cache tokens of
-the two engines show. A draft whose layers ship inside the target (mtp, dspark with no
-``model``) is not told apart from the target's files: its figure is unknown (None).
+the two engines show.
+
+An MTP draft with no ``model`` is layers of the target's own checkpoint, which the target
+engine skips on load: its weights are the tensors of those layers (:func:`mtp_layer_bytes`),
+less the embedding and output head vLLM shares with the target. Another draft whose layers ship
+inside the target (dspark with no ``model``) is not told apart from the target's files: its
+figure is unknown (None).
 
 :func:`proposer_footprint` runs in the engine worker, on the ``VllmConfig`` of the started
 engine (duck-typed: this module imports no vLLM); :class:`ProposerMemory` turns what it
@@ -28,13 +33,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .methods import has_model
+from .methods import has_model, is_mtp
 
 #: Bytes per element of the safetensors dtypes.
 _SAFETENSORS_BYTES = {
@@ -56,10 +62,23 @@ def _header(path: Path) -> dict[str, Any]:
     return data
 
 
-def checkpoint_bytes(folder: str | os.PathLike[str], dtype_bytes: int) -> int | None:
-    """Bytes the tensors of ``folder``'s ``*.safetensors`` files take once loaded: floating
-    tensors at ``dtype_bytes`` per element (the engine's dtype), others as stored. ``None``
-    when the folder holds no safetensors file or one cannot be read."""
+def _tensor_bytes(tensor: Mapping[str, Any], dtype_bytes: int) -> int:
+    """Bytes one tensor of a safetensors header takes once loaded (see
+    :func:`checkpoint_bytes`)."""
+    numel = 1
+    for dim in tensor["shape"]:
+        numel *= int(dim)
+    if str(tensor["dtype"]) in _FLOATING:
+        return numel * dtype_bytes
+    start, end = tensor["data_offsets"]
+    return int(end) - int(start)
+
+
+def _tensors_bytes(
+    folder: str | os.PathLike[str], dtype_bytes: int, keep: Any = None
+) -> int | None:
+    """Bytes of the tensors of ``folder``'s ``*.safetensors`` files whose name ``keep``
+    accepts (all when None); None when there is no file or one cannot be read."""
     files = sorted(Path(folder).glob("*.safetensors"))
     if not files:
         return None
@@ -67,20 +86,50 @@ def checkpoint_bytes(folder: str | os.PathLike[str], dtype_bytes: int) -> int | 
     try:
         for path in files:
             for name, tensor in _header(path).items():
-                if name == "__metadata__":
-                    continue
-                numel = 1
-                for dim in tensor["shape"]:
-                    numel *= int(dim)
-                dtype = str(tensor["dtype"])
-                if dtype in _FLOATING:
-                    total += numel * dtype_bytes
-                else:
-                    start, end = tensor["data_offsets"]
-                    total += int(end) - int(start)
+                if name != "__metadata__" and (keep is None or keep(name)):
+                    total += _tensor_bytes(tensor, dtype_bytes)
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
     return total
+
+
+def checkpoint_bytes(folder: str | os.PathLike[str], dtype_bytes: int) -> int | None:
+    """Bytes the tensors of ``folder``'s ``*.safetensors`` files take once loaded: floating
+    tensors at ``dtype_bytes`` per element (the engine's dtype), others as stored. ``None``
+    when the folder holds no safetensors file or one cannot be read."""
+    return _tensors_bytes(folder, dtype_bytes)
+
+
+#: A decoder layer's number in a tensor name (``model.layers.61.mlp...``).
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+#: Parts of an MTP layer that vLLM's proposer replaces with the target's own
+#: (``_maybe_share_embeddings``, ``_maybe_share_lm_head`` of v1/spec_decode/llm_base_proposer.py
+#: in vLLM 0.32: an MTP draft always shares them).
+_SHARED = ("embed_tokens.weight", "shared_head.head.weight", "lm_head.weight")
+
+
+def is_mtp_tensor(name: str, target_layers: int) -> bool:
+    """Whether tensor ``name`` of a target checkpoint belongs to its MTP layers, as the
+    checkpoints vLLM 0.32 loads them name them: a part named ``mtp*`` (MiMo's
+    ``model.mtp_layers.0.*``, Qwen3-Next's ``mtp.*``) or a decoder layer numbered from the
+    target's ``target_layers`` on (DeepSeek-V3's ``model.layers.61.*``, GLM-4.5, ERNIE)."""
+    if name.endswith(_SHARED):
+        return False
+    if any(part.startswith("mtp") for part in name.split(".")):
+        return True
+    found = _LAYER.search(name)
+    return found is not None and int(found.group(1)) >= target_layers
+
+
+def mtp_layer_bytes(
+    folder: str | os.PathLike[str], target_layers: int, dtype_bytes: int
+) -> int | None:
+    """Bytes of the MTP layers in the target checkpoint ``folder`` (:func:`is_mtp_tensor`),
+    cast as :func:`checkpoint_bytes` casts; None when there are none or the files cannot be
+    read."""
+    total = _tensors_bytes(folder, dtype_bytes, lambda name: is_mtp_tensor(name, target_layers))
+    return total or None
 
 
 def _local_folder(model: str, revision: str | None) -> Path | None:
@@ -135,6 +184,8 @@ def proposer_footprint(vllm_config: Any) -> dict[str, Any]:
         )
     if draft is None or draft is target or not has_model(spec.method):
         return {"weights_bytes": 0, "kv_bytes_per_token": kv, "why": f"{spec.method}: no model"}
+    if draft.model == target.model and is_mtp(spec.method):
+        return _mtp_footprint(target, draft, kv)
     if draft.model == target.model:
         return {
             "weights_bytes": None,
@@ -146,6 +197,20 @@ def proposer_footprint(vllm_config: Any) -> dict[str, Any]:
     why = f"{spec.method}: weights of {draft.model}"
     if weights is None:
         why += " unknown (no safetensors files found)"
+    return {"weights_bytes": weights, "kv_bytes_per_token": kv, "why": why}
+
+
+def _mtp_footprint(target: Any, draft: Any, kv: int) -> dict[str, Any]:
+    """An MTP draft read from the target's own checkpoint: its MTP layers' tensors."""
+    text = getattr(target, "hf_text_config", None) or getattr(target, "hf_config", None)
+    layers = getattr(text, "num_hidden_layers", None)
+    folder = _local_folder(str(target.model), getattr(target, "revision", None))
+    weights = None
+    if isinstance(layers, int) and folder is not None:
+        weights = mtp_layer_bytes(folder, layers, _dtype_bytes(draft.dtype))
+    why = "mtp: the MTP layers of the target's checkpoint"
+    if weights is None:
+        why += " unknown (no MTP tensors found in its safetensors files)"
     return {"weights_bytes": weights, "kv_bytes_per_token": kv, "why": why}
 
 

@@ -7,7 +7,8 @@ the installed vLLM accepts, and which need ``model``, is read from its source
 (:mod:`.vllm_schema`), not from here.
 
 A method not in the table (one of vLLM's model-specific ``*_mtp`` names, or a newer one) gets
-:func:`method_facts`' defaults: a model, a head when its name ends in ``_mtp``.
+:func:`method_facts`' defaults: a model, and for a name ending in ``_mtp`` (vLLM 0.32 runs each
+as ``mtp``) the ``mtp`` row's facts.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class Method:
     #: context window and size; the method vLLM takes for a config with ``model`` and no
     #: ``method``, and refused without ``model`` even where vLLM's own rules cannot be read
     standalone: bool = False
+    #: without ``model`` vLLM reads the proposer's layers from the target's own checkpoint
+    #: (vLLM 0.32 ``SpeculativeConfig.__post_init__`` makes ``model`` the target for mtp and
+    #: dspark): no folder of its own to check, its weights inside the target's files
+    in_target: bool = False
     #: what ``model`` holds, in a message asking for one
     placeholder: str | None = None
     #: why the method takes a k schedule and then drafts as if it were not there (vLLM 0.32)
@@ -96,9 +101,9 @@ _ROWS = (
         aux_layers=True,
         placeholder="<path or hub id of an EAGLE-3 head trained for the target>",
     ),
-    Method("mtp", head=True),  # the target's own MTP layers unless ``model`` names others
+    Method("mtp", head=True, in_target=True),  # the target's MTP layers unless ``model`` says
     Method("dflash", placeholder="<path or hub id of a DFlash draft trained for the target>"),
-    Method("dspark"),  # layers shipped inside the target unless ``model`` names others
+    Method("dspark", in_target=True),  # layers shipped inside the target unless ``model`` says
     Method("medusa", placeholder="<path or hub id of Medusa heads trained for the target>"),
     Method(
         "mlp_speculator",
@@ -129,10 +134,19 @@ _NGRAM_MODEL = "ngram"
 
 
 def method_facts(method: str) -> Method:
-    """The table's row for ``method``; for a method not in it, a model (a head when vLLM's
-    name for it ends in ``_mtp``)."""
+    """The table's row for ``method``; for a method not in it, a model (the ``mtp`` row's
+    facts when vLLM's name for it ends in ``_mtp``)."""
     row = METHODS.get(method)
-    return row if row is not None else Method(method, head=method.endswith("_mtp"))
+    if row is not None:
+        return row
+    return Method(method, head=True, in_target=True) if method.endswith("_mtp") else Method(method)
+
+
+def is_mtp(method: str) -> bool:
+    """Whether ``method`` is vLLM's MTP (``mtp`` or a model-specific ``*_mtp`` name): a head
+    made of layers of the target's own checkpoint."""
+    row = method_facts(method)
+    return row.head and row.in_target
 
 
 def has_model(method: str) -> bool:

@@ -1,16 +1,18 @@
-"""The built-in tiny CPU models: a trained target, two one-layer drafts sharing its tokenizer
-and an EAGLE-3 head trained on its hidden states.
+"""The built-in tiny CPU models: a trained target, two one-layer drafts sharing its tokenizer,
+an EAGLE-3 head trained on its hidden states, and a MiMo target with one MTP layer.
 
 >>> from pytest_specdecode.tiny import tiny_models
 >>> models = tiny_models()      # pads the target on first use, into a cache folder
 >>> models.target, models.draft  # folders vLLM can load (tokenizer included)
 >>> models.weak_draft            # the draft's shape trained on 25 of its 700 steps: worse
 >>> models.eagle3_head           # {"method": "eagle3", "model": str(models.eagle3_head)}
+>>> models.mtp_target            # a target of its own, with {"method": "mtp"} (no "model")
 
 The committed weights (``weights/target``, ``weights/draft``, ``weights/weak_draft``,
 ``weights/eagle3_head``) are small. On first use the target is copied with zero-residual layers
 appended (see :func:`~.build.pad_llama`) up to :data:`TARGET_LAYERS` layers: it computes the
-same tokens, at a cost per step that gives speculative decoding something to save on a CPU. See
+same tokens, at a cost per step that gives speculative decoding something to save on a CPU. The
+MTP target is built on first use too, from a seed (:mod:`.mtp`; no committed weights). See
 ``MODEL_CARD.md``.
 
 This module imports neither torch nor transformers until a model has to be built.
@@ -25,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +69,10 @@ class TinyModels:
     #: states entering layers 1, 2 and 4, which the padding leaves as they are, so it fits
     #: ``target`` and ``target_unpadded`` alike. No tokenizer: vLLM uses the target's.
     eagle3_head: Path
+    #: A MiMo target (Qwen2-shaped, :data:`.mtp.LAYERS` layers) with one MTP layer built to say
+    #: what the target says next (:mod:`.mtp`), for ``{"method": "mtp"}`` with no ``model``: a
+    #: target of its own, with the tiny tokenizer.
+    mtp_target: Path
 
 
 def weights_hash() -> str:
@@ -111,32 +117,44 @@ _PAD = (
     "pad_llama(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
 )
 
+_MTP = (
+    "import sys; from pytest_specdecode.tiny.mtp import build_mtp_target; "
+    "build_mtp_target(sys.argv[1], sys.argv[2])"
+)
+
+
+def _run_child(code: str, args: list[str], what: str) -> None:
+    """Run ``code`` in a child process: torch and transformers stay out of the caller's
+    process (a pytest run, whose in-process pytester runs would otherwise import and drop
+    them)."""
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit status {proc.returncode}):\n{proc.stderr[-3000:]}")
+
 
 def _pad(src: Path, dst: Path, layers: int) -> Path:
-    """:func:`~.build.pad_llama` in a child process: torch and transformers stay out of the
-    caller's process (a pytest run, whose in-process pytester runs would otherwise import
-    and drop them)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _PAD, str(src), str(dst), str(layers)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"padding the tiny target {src} to {layers} layers into {dst} failed "
-            f"(exit status {proc.returncode}):\n{proc.stderr[-3000:]}"
-        )
+    """:func:`~.build.pad_llama` in a child process."""
+    what = f"padding the tiny target {src} to {layers} layers into {dst}"
+    _run_child(_PAD, [str(src), str(dst), str(layers)], what)
     return dst
 
 
-def _build_target(dst: Path) -> None:
-    """Pad the committed target into ``dst`` atomically (safe across processes)."""
+def _build_mtp(src: Path, dst: Path) -> Path:
+    """:func:`~.mtp.build_mtp_target` in a child process."""
+    _run_child(_MTP, [str(src), str(dst)], f"building the tiny MTP target into {dst}")
+    return dst
+
+
+def _build(dst: Path, build: Callable[[Path], Path]) -> None:
+    """Build a model folder into ``dst`` atomically (safe across processes): ``build(work)``
+    writes it to ``work`` and returns it."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     with _locked(dst.parent / f".{dst.name}.lock"):
         if _complete(dst):
             return
         work = Path(tempfile.mkdtemp(prefix=f".{dst.name}-", dir=dst.parent))
         try:
-            built = _pad(WEIGHTS_DIR / "target", work / dst.name, TARGET_LAYERS)
+            built = build(work / dst.name)
             if dst.exists():  # a stale, incomplete folder from an interrupted run
                 shutil.rmtree(dst, ignore_errors=True)
             try:
@@ -148,12 +166,19 @@ def _build_target(dst: Path) -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _build_target(dst: Path) -> None:
+    """Pad the committed target into ``dst`` atomically (safe across processes)."""
+    _build(dst, lambda work: _pad(WEIGHTS_DIR / "target", work, TARGET_LAYERS))
+
+
 def tiny_models(cache_dir: Path | None = None) -> TinyModels:
-    """The tiny pair, building the padded target on first use.
+    """The tiny models, building the padded target and the MTP target on first use.
 
     ``cache_dir`` is the root of the cache (default :func:`cache_root`); the padded target goes
     to ``<root>/tiny-<hash>/target``, where the hash covers the committed weights and
-    :data:`TARGET_LAYERS`, so a change of either builds afresh.
+    :data:`TARGET_LAYERS`, so a change of either builds afresh; the MTP target to
+    ``<root>/tiny-mtp-<hash>/target``, where the hash covers its builder (:mod:`.mtp`) and the
+    tokenizer.
     """
     if not (WEIGHTS_DIR / "target" / "model.safetensors").is_file():
         raise FileNotFoundError(
@@ -164,10 +189,16 @@ def tiny_models(cache_dir: Path | None = None) -> TinyModels:
     target = root / f"tiny-{weights_hash()}" / "target"
     if not _complete(target):
         _build_target(target)
+    from .mtp import mtp_hash  # no torch: the build runs in a child process
+
+    mtp_target = root / f"tiny-mtp-{mtp_hash(WEIGHTS_DIR / 'target')}" / "target"
+    if not _complete(mtp_target):
+        _build(mtp_target, lambda work: _build_mtp(WEIGHTS_DIR / "target", work))
     return TinyModels(
         target=target,
         draft=WEIGHTS_DIR / "draft",
         weak_draft=WEIGHTS_DIR / "weak_draft",
         target_unpadded=WEIGHTS_DIR / "target",
         eagle3_head=WEIGHTS_DIR / "eagle3_head",
+        mtp_target=mtp_target,
     )

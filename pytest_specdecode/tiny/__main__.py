@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"weak_draft: {models.weak_draft}")
     print(f"target_unpadded: {models.target_unpadded}")
     print(f"eagle3_head: {models.eagle3_head}")
+    print(f"mtp_target: {models.mtp_target}")
 
 
 if __name__ == "__main__":

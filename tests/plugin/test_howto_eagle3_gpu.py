@@ -532,7 +532,7 @@ def test_the_tiny_models_ini_command(
     argv = shlex.split(page_commands()[TINY])
     assert argv[:3] == ["python", "-m", "pytest_specdecode.tiny"]
     assert argv[4:] == [">", "pytest.ini"]
-    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u", "e")))
+    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u", "e", "m")))
     monkeypatch.setattr(tiny_cli, "tiny_models", lambda: models)
     tiny_cli.main([argv[3]])
     out, err = capsys.readouterr()

@@ -134,7 +134,9 @@ def test_cli_prints_the_folders(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     paths = dict(line.split(": ", 1) for line in out.stdout.splitlines())
-    assert set(paths) == {"target", "draft", "weak_draft", "target_unpadded", "eagle3_head"}
+    assert set(paths) == {
+        "target", "draft", "weak_draft", "target_unpadded", "eagle3_head", "mtp_target"
+    }  # fmt: skip
     assert Path(paths["weak_draft"]) == WEIGHTS_DIR / "weak_draft"
     assert Path(paths["target"]).is_relative_to(tmp_path)
 
@@ -145,7 +147,7 @@ def test_cli_ini_points_the_plugin_at_the_tiny_models(pytester: pytest.Pytester)
     from pytest_specdecode.tiny import ENGINE_KWARGS, TinyModels
     from pytest_specdecode.tiny.__main__ import ini_text
 
-    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u", "e")))
+    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u", "e", "m")))
     pytester.makefile(".ini", pytest=ini_text(models))
     pytester.makepyfile(
         """
@@ -172,7 +174,7 @@ def test_cli_ini_says_the_file_is_this_machines(
     from pytest_specdecode.tiny import TinyModels
     from pytest_specdecode.tiny import __main__ as cli
 
-    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u", "e")))
+    models = TinyModels(*(Path(f"/m/{n}") for n in ("t", "d", "w", "u", "e", "m")))
     monkeypatch.setattr(cli, "tiny_models", lambda: models)
     cli.main(["--ini"])
     out, err = capsys.readouterr()

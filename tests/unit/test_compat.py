@@ -588,3 +588,54 @@ def test_the_install_command_is_the_one_the_installed_vllm_asks_for() -> None:
     assert schema is not None
     text = Path(schema.source).read_text(encoding="utf-8")
     assert f"Install via `{ARCTIC_INFERENCE.install}`" in text, schema.source
+
+
+# -- MTP: the target's own layers ---------------------------------------------------------------
+
+
+def mtp(target: str, engine_kwargs: dict[str, Any] | None = None, **spec: Any) -> None:
+    config = {"method": "mtp", "num_speculative_tokens": 3, **spec}
+    EngineConfig.create(target, config, engine_kwargs or {}).check_speculative_config(SOURCE)
+
+
+MIMO = {"architectures": ["MiMoForCausalLM"], "model_type": "qwen2"}
+
+
+def test_mtp_target_with_mtp_layers_is_not_refused(tmp_path: Path) -> None:
+    mtp(model(tmp_path, "mimo", **MIMO, num_nextn_predict_layers=1))
+    mtp(model(tmp_path, "qwen3_5", model_type="qwen3_5_text", mtp_num_hidden_layers=1))
+    mtp(model(tmp_path, "kimi", model_type="kimi_k3", text_config={"num_nextn_predict_layers": 1}))
+    nested = {"num_nextn_predict_layers": 2}
+    mtp(model(tmp_path, "inkling", model_type="inkling", mtp_config=nested))
+    # vLLM counts these without a key: longcat_flash and step3p5 one layer, MiMo-V2 its own
+    mtp(model(tmp_path, "longcat", model_type="longcat_flash"))
+    mtp(model(tmp_path, "step", architectures=["Step3p5ForCausalLM"], model_type="step3p5"))
+    mtp(model(tmp_path, "mimo_v2", architectures=["MiMoV2FlashForCausalLM"]))
+
+
+def test_mtp_target_without_mtp_layers_is_refused(tmp_path: Path) -> None:
+    """vLLM 0.32 refuses MTP for a Llama target ("Unsupported speculative method") and fails
+    building the draft of a MiMo target without the key, in the engine worker."""
+    llama = model(tmp_path, "llama")
+    with pytest.raises(ConfigError, match="declares none") as info:
+        mtp(llama)
+    message = str(info.value)
+    assert "(LlamaForCausalLM)" in message and f"{llama}/config.json" in message
+    assert "no num_nextn_predict_layers, mtp_num_hidden_layers, num_mtp_modules" in message
+    mimo = model(tmp_path, "mimo", **MIMO)
+    with pytest.raises(ConfigError, match=r"MiMoForCausalLM\) declares none"):
+        mtp(mimo)
+    zero = model(tmp_path, "nemotron", model_type="nemotron_h", num_nextn_predict_layers=0)
+    with pytest.raises(ConfigError, match="has num_nextn_predict_layers 0"):
+        mtp(zero)
+    with pytest.raises(ConfigError, match="declares none"):  # a model-specific name too
+        mtp(llama, method="deepseek_mtp")
+
+
+def test_mtp_check_leaves_what_it_cannot_tell(tmp_path: Path) -> None:
+    llama = model(tmp_path, "llama")
+    mtp(llama, {"hf_overrides": {"num_nextn_predict_layers": 1}})  # may add the layers
+    mtp(llama, model=model(tmp_path, "mtp_weights"))  # MTP weights named by "model"
+    mtp("org/not-cached")  # no files at hand
+    ngram = {"method": "ngram", "num_speculative_tokens": 3}
+    EngineConfig.create(llama, ngram, {}).check_speculative_config(SOURCE)  # not MTP

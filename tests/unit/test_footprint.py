@@ -17,6 +17,7 @@ from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.footprint import (
     ProposerMemory,
     checkpoint_bytes,
+    mtp_layer_bytes,
     proposer_footprint,
 )
 from pytest_specdecode.engines.protocol import Counters
@@ -61,6 +62,7 @@ class FakeModelConfig:
     def __init__(self, model: str, layers: int, heads: int = 2, size: int = 64) -> None:
         self.model, self.layers, self.heads, self.size = model, layers, heads, size
         self.dtype, self.use_mla, self.revision = "torch.float32", False, None
+        self.hf_text_config = SimpleNamespace(num_hidden_layers=layers)
 
     def get_num_layers(self, parallel: Any) -> int:
         return self.layers
@@ -94,13 +96,48 @@ def test_what_the_worker_reports_per_proposer(tmp_path: Path) -> None:
     ngram = proposer_footprint(vllm_config("ngram", target, target))  # vLLM reuses the target
     assert (ngram["weights_bytes"], ngram["kv_bytes_per_token"]) == (0, 0)
     mtp = proposer_footprint(vllm_config("mtp", FakeModelConfig(target.model, 1), target))
-    assert mtp["weights_bytes"] is None and "inside the target" in mtp["why"]
+    assert mtp["weights_bytes"] is None and "no MTP tensors found" in mtp["why"]  # no files
+    dspark = proposer_footprint(vllm_config("dspark", FakeModelConfig(target.model, 1), target))
+    assert dspark["weights_bytes"] is None and "inside the target" in dspark["why"]
     fp8 = proposer_footprint(vllm_config("draft_model", draft, target, "fp8_e4m3"))
     assert fp8["kv_bytes_per_token"] == 1 * 2 * 2 * 64 * 1
     draft.use_mla = True
     mla = proposer_footprint(vllm_config("draft_model", draft, target))
     assert mla["kv_bytes_per_token"] == 1 * 1 * 2 * 64 * 4  # one latent vector, no K and V
     assert proposer_footprint(SimpleNamespace(speculative_config=None))["weights_bytes"] == 0
+
+
+def test_an_mtp_draft_weighs_the_mtp_layers_of_the_target_checkpoint(tmp_path: Path) -> None:
+    """vLLM reads an MTP draft from the target's own checkpoint and shares the target's
+    embedding and output head with it: its weights are its MTP layers' tensors, named ``mtp*``
+    (MiMo, Qwen3-Next) or numbered from the target's layer count on (DeepSeek-V3)."""
+    write_safetensors(
+        tmp_path / "model.safetensors",
+        {
+            "model.embed_tokens.weight": ("F32", [64, 8]),
+            "lm_head.weight": ("F32", [64, 8]),
+            "model.layers.0.mlp.down_proj.weight": ("F32", [8, 16]),
+            "model.layers.1.mlp.down_proj.weight": ("F32", [8, 16]),
+            "model.mtp_layers.0.input_proj.weight": ("F32", [8, 16]),  # MiMo
+            "mtp.fc.weight": ("BF16", [8, 16]),  # Qwen3-Next
+            "model.layers.2.mlp.down_proj.weight": ("F32", [8, 16]),  # DeepSeek-V3
+            "model.layers.2.embed_tokens.weight": ("F32", [64, 8]),  # shared with the target
+            "model.layers.2.shared_head.head.weight": ("F32", [64, 8]),  # shared
+            "model.layers.2.shared_head.norm.weight": ("F32", [8]),
+        },
+    )
+    target = FakeModelConfig(str(tmp_path), layers=2)
+    mtp = proposer_footprint(vllm_config("mtp", FakeModelConfig(str(tmp_path), 1), target))
+    assert mtp["weights_bytes"] == (3 * 128 + 8) * 4  # cast to the engine's float32
+    assert mtp["kv_bytes_per_token"] == 1 * 2 * 2 * 64 * 4
+    assert mtp["why"] == "mtp: the MTP layers of the target's checkpoint"
+    target.hf_text_config.num_hidden_layers = 3  # layer 2 is the target's own then
+    mtp = proposer_footprint(vllm_config("mtp", FakeModelConfig(str(tmp_path), 1), target))
+    assert mtp["weights_bytes"] == 2 * 128 * 4
+    plain = tmp_path / "plain"  # a target without MTP layers: unknown, not 0
+    plain.mkdir()
+    write_safetensors(plain / "model.safetensors", {"model.layers.0.w": ("F32", [8])})
+    assert mtp_layer_bytes(plain, 1, 4) is None
 
 
 def test_the_figure_is_weights_plus_draft_kv_cache() -> None:

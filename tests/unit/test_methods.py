@@ -8,6 +8,7 @@ from pytest_specdecode.engines.methods import (
     NO_MODEL,
     has_model,
     is_head,
+    is_mtp,
     method_facts,
     model_placeholder,
 )
@@ -36,6 +37,10 @@ def test_the_table_answers_every_method_question() -> None:
     assert [name for name, row in METHODS.items() if row.eagle] == ["eagle", "eagle3"]
     assert [name for name, row in METHODS.items() if row.aux_layers] == ["eagle3"]
     assert not method_facts("deepseek_mtp").eagle
+    assert [name for name, row in METHODS.items() if row.in_target] == ["mtp", "dspark"]
+    assert [m for m in ("mtp", "deepseek_mtp", "mimo_mtp", "dspark", "eagle3") if is_mtp(m)] == [
+        "mtp", "deepseek_mtp", "mimo_mtp"
+    ]  # fmt: skip
 
 
 @needs_vllm
@@ -48,3 +53,5 @@ def test_the_table_matches_the_installed_vllm() -> None:
     assert NO_MODEL <= schema.model_free
     for name, row in METHODS.items():  # a placeholder is given where vLLM needs a model
         assert (row.placeholder is not None) == schema.needs_model(name), name
+        if row.in_target:  # vLLM fills model in with the target's
+            assert name in schema.model_free, name

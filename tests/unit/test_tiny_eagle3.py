@@ -14,6 +14,7 @@ import pytest
 from pytest_specdecode.names import display_name
 from pytest_specdecode.tiny import TARGET_LAYERS, WEIGHTS_DIR, tiny_models, weights_hash
 from pytest_specdecode.tiny.eagle3 import AUX_LAYER_IDS, NAME, SEED_OFFSET, HeadSpec, head_config
+from pytest_specdecode.tiny.mtp import mtp_hash
 
 HEAD = WEIGHTS_DIR / NAME
 TARGET = json.loads((WEIGHTS_DIR / "target" / "config.json").read_text())
@@ -97,9 +98,11 @@ def test_the_committed_head_is_the_recorded_training_run() -> None:
 
 def test_tiny_models_gives_the_head_folder(tmp_path: Path) -> None:
     target = tmp_path / f"tiny-{weights_hash()}" / "target"
-    target.mkdir(parents=True)
-    for f in ("config.json", "model.safetensors"):  # a built target: nothing is padded
-        (target / f).write_text("{}")
+    mtp = tmp_path / f"tiny-mtp-{mtp_hash(WEIGHTS_DIR / 'target')}" / "target"
+    for folder in (target, mtp):  # built already: nothing is padded or built
+        folder.mkdir(parents=True)
+        for f in ("config.json", "model.safetensors"):
+            (folder / f).write_text("{}")
     models = tiny_models(cache_dir=tmp_path)
     assert models.target == target
     assert models.eagle3_head == HEAD
