@@ -1,6 +1,6 @@
 """vLLM's acceptance-length test as a recipe (issue 29): ``examples/test_acceptance_length.py``
-runs as shipped on real vLLM for CPU. Its tiny-model row (the committed weights, the 80
-MT-Bench questions shipped in the package) passes against its recorded figures and vLLM's GPU
+runs as shipped on real vLLM for CPU. Its tiny-model row (the committed target and its EAGLE-3
+head, the 80 MT-Bench questions shipped in the package) passes against its recorded figures and vLLM's GPU
 rows skip; copies with the tiny figure moved out of the 5% band fail, below it through
 ``assert_acceptance_length``, above it through the recipe's upper check. One session: the
 three copies share the engines."""
@@ -21,7 +21,7 @@ from ..e2e_support import needs_vllm
 pytestmark = [needs_vllm, pytest.mark.slow]
 
 RECIPE = Path(__file__).resolve().parents[2] / "examples" / "test_acceptance_length.py"
-TINY_FIGURE = re.compile(r'(str\(WEIGHTS_DIR / "draft"\),\n\s+)([\d.]+),')
+TINY_FIGURE = re.compile(r'(str\(WEIGHTS_DIR / "eagle3_head"\),\n\s+)([\d.]+),')
 
 
 def test_tiny_figure_is_where_the_copies_expect_it() -> None:
