@@ -1,9 +1,9 @@
 """vLLM's acceptance-length test as a recipe (issue 29): ``examples/test_acceptance_length.py``
 runs as shipped on real vLLM for CPU. Its tiny-model row (the committed target and its EAGLE-3
-head, the 80 MT-Bench questions shipped in the package) passes against its recorded figures and vLLM's GPU
-rows skip; copies with the tiny figure moved out of the 5% band fail, below it through
-``assert_acceptance_length``, above it through the recipe's upper check. One session: the
-three copies share the engines."""
+head, the 80 MT-Bench questions shipped in the package) passes against its recorded figures
+and vLLM's GPU rows skip; copies with the tiny figure moved out of the 5% band fail, below it
+through ``assert_acceptance_length``, above it through the recipe's upper check. One session:
+the three copies share the engines."""
 
 from __future__ import annotations
 
