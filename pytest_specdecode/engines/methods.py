@@ -14,7 +14,7 @@ as ``mtp``) the ``mtp`` row's facts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -139,7 +139,7 @@ def method_facts(method: str) -> Method:
     row = METHODS.get(method)
     if row is not None:
         return row
-    return Method(method, head=True, in_target=True) if method.endswith("_mtp") else Method(method)
+    return replace(METHODS["mtp"], name=method) if method.endswith("_mtp") else Method(method)
 
 
 def is_mtp(method: str) -> bool:
