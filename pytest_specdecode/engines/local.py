@@ -12,12 +12,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import EngineCrashedError, EngineError, EngineStartError, EngineTimeoutError
 from .config import EngineConfig
 from .engine_log import raised_in
 from .interrupts import interrupts_held
+from .launch import launch
 from .leftovers import remove_openmp_files, wait_gone
 from .memory import group_pids, process_titles
 from .protocol import Counters, LoadRound, Placement, PlainCalls, Round
@@ -132,16 +134,11 @@ class Engine(PlainCalls):
             prefix="specdecode-engine-", suffix=".log", dir=log_dir
         )
         os.close(fd)
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child_conn = ctx.Pipe()
+        self._conn, child_conn = multiprocessing.Pipe()
         from . import worker
 
-        self._process = ctx.Process(
-            target=worker.main,
-            args=(child_conn, config.target, placement.engine_kwargs, self.log_path),
-            name="specdecode-engine",
-            daemon=False,
-        )
+        #: the worker (a placeholder that never runs until :func:`launch` has started it)
+        self._process: BaseProcess = multiprocessing.get_context("spawn").Process()
         self.pid: int | None = None
         self.info: dict[str, Any] = {}
         self.start_seconds = 0.0
@@ -150,7 +147,11 @@ class Engine(PlainCalls):
         try:
             with interrupts_held():
                 with _environ(placement.env), _main_not_rerun():
-                    self._process.start()
+                    self._process = launch(
+                        worker.main,
+                        (child_conn, config.target, placement.engine_kwargs, self.log_path),
+                        "specdecode-engine",
+                    )
                 _RUNNING.add(self)
                 if on_start is not None:
                     on_start(self)

@@ -1,4 +1,5 @@
-"""The engine worker: a spawned process that holds one ``vllm.LLM`` and answers commands.
+"""The engine worker: a process of its own that holds one ``vllm.LLM`` and answers commands
+(forked from a fork server that imported torch and vLLM, or spawned: :mod:`.launch`).
 
 One process per engine isolates vLLM's process-global metrics, makes freeing accelerator memory
 certain (the process exits) and keeps an engine crash from taking the test session down. The
@@ -18,6 +19,8 @@ group.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
@@ -29,6 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from .footprint import proposer_footprint
+from .launch import apply_environment
 from .phases import PHASES_ENV, with_phase_timing
 
 #: Longest wait for vLLM to shut down before the worker kills its process group.
@@ -41,8 +45,15 @@ DEAD_CORE_GRACE = 10.0
 _VLLM_PIDS: set[int] = set()
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Kill this process group when the parent (pytest) disappears without saying goodbye."""
+def _watch_parent() -> None:
+    """Kill this process group when the caller (pytest) disappears without saying goodbye:
+    its end of the launch pipe closes. (A forked worker's parent process is the fork server,
+    not the caller; without a launch pipe, the parent process is watched.)"""
+    caller = multiprocessing.parent_process()
+    if caller is not None and caller.sentinel is not None:
+        multiprocessing.connection.wait([caller.sentinel])
+        _kill_group_and_exit(0)
+    parent_pid = os.getppid()
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
@@ -559,10 +570,18 @@ def _torch_threads(torch: Any) -> int | None:
     return int(threads()) if threads is not None else None
 
 
-def main(conn: Connection, target: str, engine_kwargs: dict[str, Any], log_path: str) -> None:
-    """Entry point of the spawned worker."""
+def main(
+    conn: Connection,
+    target: str,
+    engine_kwargs: dict[str, Any],
+    log_path: str,
+    environ: dict[str, str] | None = None,
+) -> None:
+    """Entry point of the worker (:func:`~.launch.launch`: forked from a fork server or
+    spawned), given the caller's environment at its launch."""
+    apply_environment(environ)
     os.setpgid(0, 0)
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_watch_parent, daemon=True).start()
     _redirect_output(log_path)
     try:  # what vLLM leaves in shared memory is this engine's, never the caller's
         from .leftovers import own_resource_tracker

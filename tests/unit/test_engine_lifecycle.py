@@ -278,6 +278,31 @@ engine = Engine(config, placement, timeout=60, log_dir={str(fake_vllm)!r})
     assert _gone(worker_pid) and _gone(core_pid)
 
 
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_caller_killed_outright_takes_its_engines_with_it(fake_vllm: Path, method: str) -> None:
+    """No exit handler runs, and the worker, busy starting, reads no command: it notices its
+    caller's end of the launch pipe closing (a forked worker's parent process is the fork
+    server, which outlives its caller while its workers run)."""
+    script = f"""
+import os, signal, sys, time
+sys.path.insert(0, {str(fake_vllm / "fake_site")!r})
+from pytest_specdecode.engines.local import Engine
+from pytest_specdecode.engines.protocol import Placement
+from pytest_specdecode.engines.config import EngineConfig
+config = EngineConfig.create("/models/hang", None, {{}})
+pids = {str(fake_vllm / "pids")!r}
+placement = Placement({{"pids_file": pids}}, "test", {{}})
+engine = Engine(config, placement, timeout=60, log_dir={str(fake_vllm)!r}, wait=False)
+while not (os.path.exists(pids) and open(pids).read().strip()):
+    time.sleep(0.05)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    env = {**os.environ, "PYTEST_SPECDECODE_START_METHOD": method}
+    subprocess.run([sys.executable, "-c", script], timeout=120, env=env, check=False)
+    worker_pid, core_pid = _pids(fake_vllm)
+    assert _gone(worker_pid) and _gone(core_pid)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_during_the_worker_start_is_held_until_it_is_registered(
     signum: signal.Signals,
