@@ -1,6 +1,8 @@
-"""How engine worker processes are launched: forked from a fork server that imported torch and
-vLLM once, so that a start after the first skips their imports (about 8 of the 11 s an
-in-process start of the tiny target takes on a 2-core CPU: ``benchmarks/startup.py launch``).
+"""How engine worker processes are launched: an in-process engine's worker (it runs the model
+itself) is forked from a fork server that imported torch and vLLM once, so that a start after
+the first skips their imports (``benchmarks/startup.py launch``); a multiprocess engine's
+worker is spawned, since vLLM then spawns its own engine-core and executor processes, each
+importing torch and vLLM again, and a forked worker saved no time there in the example suites.
 
 One server per launch environment (the caller's environment with the engine's own variables:
 ``LD_PRELOAD`` and whatever torch and vLLM read when imported; and ``sys.path``), so that a
@@ -9,9 +11,9 @@ used let go. Each worker is then given the caller's exact environment
 (:func:`apply_environment`). The
 server is Python's own (``multiprocessing.forkserver``): a fresh interpreter that imports the
 modules and forks nothing but workers, never the caller (pytest), which may hold threads.
-``PYTEST_SPECDECODE_START_METHOD=spawn`` starts every worker in a fresh interpreter instead,
-as does a platform without fork servers; a server that cannot start a worker falls back to
-``spawn`` with a warning naming why.
+``PYTEST_SPECDECODE_START_METHOD`` chooses for every engine: ``forkserver`` or ``spawn``
+(``auto``, the default, is the choice above); a platform without fork servers spawns, and a
+server that cannot start a worker falls back to ``spawn`` with a warning naming why.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import SpecDecodeWarning
+from .placement import MULTIPROCESSING_ENV
 
-#: ``forkserver`` (the default) or ``spawn``: how engine workers are started.
+#: ``auto`` (the default: :func:`start_method`), ``forkserver`` or ``spawn``: how engine
+#: workers are started.
 START_METHOD_ENV = "PYTEST_SPECDECODE_START_METHOD"
-START_METHODS = ("forkserver", "spawn")
+START_METHODS = ("auto", "forkserver", "spawn")
 
 #: What a server imports before it forks workers: its own set-up (output to ``/dev/null``),
 #: then what the worker imports to build its engine.
@@ -57,15 +61,19 @@ _broken: list[str] = []  # why the fork servers were given up on in this process
 
 
 def start_method(environ: Mapping[str, str] | None = None) -> str:
-    """The start method of engine workers (:data:`START_METHOD_ENV`; ``spawn`` where the
-    platform has no fork server or one failed in this process)."""
+    """How an engine worker launched in this environment starts (:data:`START_METHOD_ENV`;
+    ``auto``: ``forkserver`` where the worker runs the model itself, vLLM's
+    ``VLLM_ENABLE_V1_MULTIPROCESSING`` being ``0``, else ``spawn``); ``spawn`` where the
+    platform has no fork server or one failed in this process."""
     env = os.environ if environ is None else environ
-    method = env.get(START_METHOD_ENV, "forkserver").strip().lower() or "forkserver"
+    method = env.get(START_METHOD_ENV, "auto").strip().lower() or "auto"
     if method not in START_METHODS:
         raise ValueError(
             f"{START_METHOD_ENV}={env[START_METHOD_ENV]!r}: must be one of "
             f"{', '.join(START_METHODS)}"
         )
+    if method == "auto":
+        method = "forkserver" if env.get(MULTIPROCESSING_ENV, "1").strip() == "0" else "spawn"
     if method == "forkserver" and (
         _broken or "forkserver" not in multiprocessing.get_all_start_methods()
     ):
