@@ -5,6 +5,8 @@ compile cache; prints figures (no pass/fail).
     python benchmarks/startup.py modes [--reps 3] [--blocks 6] [--trials 6] [--skip-starts]
                                        [--skip-figures] [--method ngram]
     python benchmarks/startup.py compile [--starts 2] [--cache-root DIR] [--env NAME=VALUE]
+    python benchmarks/startup.py launch [--reps 2] [--starts 4] [--mode in-process]
+                                        [--blocks 6] [--trials 6] [--skip-figures]
 
 On the built-in tiny models (``pytest_specdecode.tiny``), each start in a fresh process (so
 that every side pays its own interpreter and imports), timed from the process's launch to the
@@ -28,6 +30,14 @@ engine being ready:
   (saved, loaded, or "Compiling model again due to a load failure ... reason: ...").
   ``--cache-root`` sets ``VLLM_CACHE_ROOT`` (default: vLLM's, ``~/.cache/vllm``), ``--env
   NAME=VALUE`` any other variable (e.g. ``VLLM_USE_AOT_COMPILE=0``).
+- ``launch``: how the plugin launches its engine workers (``engines/launch.py``): forked from
+  a fork server that imported torch and vLLM, or spawned (``PYTEST_SPECDECODE_START_METHOD``).
+  Each repetition runs one fresh process per method (order alternating), in which the pool
+  starts ``--starts`` engines one after another (target, target + draft, ...; each closed
+  before the next), printing every start's seconds to ready; then the medians of the first
+  and of the later starts per method. Then the measured figures with both methods, paired as
+  in ``modes`` (both in ``--mode``, default the pool's): per-block ratios fork server / spawn
+  of speedup and tokens/s with a 95% t-interval, and each method's per-round log-ratio sd.
 
 Run it on a quiet machine: every start and round is wall time.
 """
@@ -78,11 +88,7 @@ from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.pool import EnginePool
 print("{MARK} imported", flush=True)
 args = json.loads(sys.argv[1])
-if args["mode"]:  # the pool places its engines in this mode
-    import functools
-    import pytest_specdecode.engines.pool as pool_module
-    pool_module.place = functools.partial(pool_module.place, mode=args["mode"])
-pool = EnginePool(2)
+pool = EnginePool(2, **({{"mode": args["mode"]}} if args["mode"] else {{}}))
 engine = pool.acquire(EngineConfig.create(args["target"], args["spec"], args["engine_kwargs"]))
 print("{MARK} ready " + json.dumps(engine.info), flush=True)
 pool.close()
@@ -397,6 +403,150 @@ def mode_figures(args: argparse.Namespace) -> None:
         )
 
 
+#: Starts through the pool in one process, one after another, printing each start's seconds.
+SEQUENCE = f"""
+import json, sys, time
+args = json.loads(sys.argv[1])
+from pytest_specdecode.engines.config import EngineConfig
+from pytest_specdecode.engines.pool import EnginePool
+for i, (target, spec) in enumerate(args["configs"]):
+    pool = EnginePool(2, **({{"mode": args["mode"]}} if args["mode"] else {{}}))
+    began = time.perf_counter()
+    engine = pool.acquire(EngineConfig.create(target, spec, args["engine_kwargs"]))
+    seconds = time.perf_counter() - began
+    print("{MARK} start " + json.dumps({{"seconds": seconds, "mode": engine.info.get("engine_mode")}}), flush=True)
+    pool.close()
+print("{MARK} ready {{}}", flush=True)
+"""  # noqa: E501
+
+METHODS = ("spawn", "forkserver")
+
+
+def launch_starts(args: argparse.Namespace) -> None:
+    from pytest_specdecode.engines.launch import START_METHOD_ENV
+
+    configs = list(tiny_configs().values())
+    sequence = [configs[i % 2] for i in range(args.starts)]
+    payload = {"configs": sequence, "engine_kwargs": dict(ENGINE_KWARGS), "mode": args.mode}
+    print(
+        f"starts: {args.starts} engines one after another in one process per method "
+        f"(target, target + draft, ...), engine mode {args.mode or 'the pool default'}, "
+        f"{args.reps} repetitions, method order alternating"
+    )
+    seconds: dict[str, list[list[float]]] = {m: [] for m in METHODS}
+    for rep in range(args.reps):
+        for method in METHODS if rep % 2 == 0 else METHODS[::-1]:
+            run = launch(SEQUENCE, payload, {START_METHOD_ENV: method}, args.timeout)
+            starts = [
+                json.loads(line.split(" start ", 1)[1])
+                for _, line in run.lines
+                if line.startswith(f"{MARK} start ")
+            ]
+            values = [float(x["seconds"]) for x in starts]
+            seconds[method].append(values)
+            print(
+                f"  rep {rep + 1} {method:10s} [{starts[0]['mode']}] starts "
+                f"{', '.join(f'{v:.1f}' for v in values)} s",
+                flush=True,
+            )
+    for method in METHODS:
+        first = statistics.median(v[0] for v in seconds[method])
+        later = statistics.median(x for v in seconds[method] for x in v[1:])
+        print(f"  {method:10s} first start median {first:.1f} s, later starts median {later:.1f} s")
+
+
+class LaunchSource(ModeSource):
+    """Engines launched with one start method (the variable set while each starts)."""
+
+    def __init__(self, method: str, mode: str) -> None:
+        super().__init__(mode)
+        self.method = method
+
+    def acquire(
+        self, config: Any, *, keep: Sequence[Any] = (), timeout: float | None = None
+    ) -> Any:
+        from pytest_specdecode.engines.launch import START_METHOD_ENV
+
+        saved = os.environ.get(START_METHOD_ENV)
+        os.environ[START_METHOD_ENV] = self.method
+        try:
+            return super().acquire(config, keep=keep, timeout=timeout)
+        finally:
+            if saved is None:
+                del os.environ[START_METHOD_ENV]
+            else:
+                os.environ[START_METHOD_ENV] = saved
+
+
+def launch_figures(args: argparse.Namespace) -> None:
+    import math
+
+    from pytest_specdecode import Bench
+    from pytest_specdecode.engines.placement import DEFAULT_MODE
+    from pytest_specdecode.measure.stats import ratio_interval
+    from pytest_specdecode.tiny.corpus import prompts
+
+    target, spec = tiny_configs()["target + draft"]
+    workload = prompts("structured", args.prompts)
+    mode = args.mode or DEFAULT_MODE
+    sources = {m: LaunchSource(m, mode) for m in METHODS}
+    rows: dict[str, list[Any]] = {m: [] for m in METHODS}
+    print(
+        f"paired figures: draft_model k=4, {args.prompts} structured prompts x "
+        f"{args.max_tokens} tokens, engine mode {mode}, {args.blocks} blocks of one Bench.run "
+        f"per method ({args.trials} rounds + 1 warm-up each), method order alternating"
+    )
+    try:
+        benches = {
+            m: Bench(
+                target,
+                spec,
+                dict(ENGINE_KWARGS),
+                source=sources[m],
+                cost_ratio="off",
+                progress=None,
+                name=f"launch-{m}",
+            )
+            for m in METHODS
+        }
+        for m in METHODS:  # start all four engines before any timed round
+            benches[m].engine("baseline")
+            benches[m].engine("speculative")
+        for block in range(args.blocks):
+            for m in METHODS if block % 2 == 0 else METHODS[::-1]:
+                r = benches[m].run(workload, max_tokens=args.max_tokens, trials=args.trials)
+                rows[m].append(r)
+                print(
+                    f"  block {block + 1} {m:10s} speedup {r.speedup:.3f} "
+                    f"[{r.speedup_ci[0]:.3f}-{r.speedup_ci[1]:.3f}], tokens/s baseline "
+                    f"{r.baseline.tokens_per_second:.1f} speculative "
+                    f"{r.speculative.tokens_per_second:.1f}, acceptance {r.acceptance_rate:.4f}",
+                    flush=True,
+                )
+    finally:
+        for source in sources.values():
+            source.close()
+    figures = {
+        "speedup": lambda r: r.speedup,
+        "baseline tokens/s": lambda r: r.baseline.tokens_per_second,
+        "speculative tokens/s": lambda r: r.speculative.tokens_per_second,
+    }
+    print("ratio fork server / spawn per block (geometric mean, 95% t-interval):")
+    for name, get in figures.items():
+        ratios = [get(a) / get(b) for a, b in zip(rows["forkserver"], rows["spawn"], strict=True)]
+        geo, (low, high) = ratio_interval(ratios)
+        print(
+            f"  {name:21s} {geo:.4f} ({(geo - 1) * 100:+.2f}%), 95% CI {low:.4f}-{high:.4f}; "
+            f"per block {', '.join(f'{x:.3f}' for x in ratios)}"
+        )
+    for m in METHODS:
+        widths = [math.log(r.speedup_ci[1] / r.speedup_ci[0]) for r in rows[m]]
+        print(
+            f"  {m:10s} speedup interval width (log high/low) median "
+            f"{statistics.median(widths):.4f}, per block {', '.join(f'{w:.3f}' for w in widths)}"
+        )
+
+
 def compile_cache(args: argparse.Namespace) -> None:
     target, _ = tiny_configs()["target"]
     kwargs = {k: v for k, v in ENGINE_KWARGS.items() if k != "enforce_eager"}
@@ -426,7 +576,7 @@ def compile_cache(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("overhead", "modes", "compile"))
+    parser.add_argument("part", choices=("overhead", "modes", "compile", "launch"))
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--speculative", action="store_true", help="overhead: target + draft")
     parser.add_argument("--skip-starts", action="store_true", help="modes: figures only")
@@ -436,7 +586,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--method", choices=("draft_model", "ngram"), default="draft_model")
-    parser.add_argument("--starts", type=int, default=2)
+    parser.add_argument("--starts", type=int, default=None, help="compile (2), launch (4)")
     parser.add_argument("--cache-root", default=None)
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="compile: set for vLLM"
@@ -446,6 +596,8 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args()
+    if args.starts is None:
+        args.starts = 4 if args.part == "launch" else 2
     from pytest_specdecode.engines.hardware import cpu_model
 
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load {os.getloadavg()}")
@@ -456,6 +608,11 @@ def main() -> None:
             mode_starts(args)
         if not args.skip_figures:
             mode_figures(args)
+    elif args.part == "launch":
+        if not args.skip_starts:
+            launch_starts(args)
+        if not args.skip_figures:
+            launch_figures(args)
     else:
         compile_cache(args)
 
