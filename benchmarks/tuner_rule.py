@@ -133,6 +133,10 @@ def vllm_rule(
     each run (higher is better; k = 0 is speculation off). Raises :class:`TunerError` where the
     tuner rejects the input's shape; an unstable candidate (relative MAD above
     ``settings.max_relative_mad``) is listed in :attr:`TunerDecision.refused` instead."""
+    if settings.min_runs <= 0 or settings.penalty < 0 or settings.max_relative_mad < 0:
+        raise TunerError(f"min_runs must be positive, the others non-negative: {settings}")
+    if not 0.0 <= settings.tolerance < 1.0:
+        raise TunerError(f"the tolerance must be in [0, 1), got {settings.tolerance}")
     if not runs:
         raise TunerError("no measurements")
     candidates: list[Candidate] = []

@@ -74,6 +74,10 @@ def test_inputs_the_tuner_rejects() -> None:
         bench.vllm_rule({(1, 0): flat(1), (1, 2): flat(2), (4, 0): flat(1)})
     with pytest.raises(bench.TunerError, match="no measurements"):
         bench.vllm_rule({})
+    with pytest.raises(bench.TunerError, match="tolerance"):
+        bench.vllm_rule({(1, 0): flat(1)}, bench.TunerSettings(tolerance=1.0))
+    with pytest.raises(bench.TunerError, match="min_runs"):
+        bench.vllm_rule({(1, 0): flat(1)}, bench.TunerSettings(penalty=-1.0))
 
 
 def test_ranges_start_at_each_measured_batch_size() -> None:
