@@ -13,6 +13,7 @@ After a new run of the example suites, copy its report there and run this script
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -62,6 +63,8 @@ TEMPLATE = ROOT / "scripts" / "templates" / "example-suites.md"
 PAGE = DOCS / "example-suites.md"
 CHART = DOCS / "img" / "example-speedup.svg"
 CHANGELOG_PAGE = DOCS / "changelog.md"
+#: The recorded sweep both k-schedule rules read (``benchmarks/tuner_rule.py measure``).
+TUNER = DOCS / "data" / "tuner-comparison.json"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated:\2 -->)", re.DOTALL)
 PLACEHOLDER = re.compile(r"\{\{\s*(.+?)\s*\}\}")
 
@@ -380,6 +383,18 @@ def run_line(report: Mapping[str, Any]) -> str:
     )
 
 
+def tuner_comparison() -> str:
+    """The k schedule beside vLLM's tuner's rule on the recorded sweep, as
+    ``benchmarks/tuner_rule.py`` renders it (the rule lives there, beside its measurement)."""
+    path = ROOT / "benchmarks" / "tuner_rule.py"
+    spec = importlib.util.spec_from_file_location("tuner_rule_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return str(module.render_markdown(load(TUNER)))
+
+
 # -- placeholders in the example-suites template --------------------------------------------
 def _figure(report: Mapping[str, Any], expression: str) -> str:
     """One placeholder: ``FIELD KEY [FORMAT]`` (FIELD a dotted path into the result whose
@@ -470,6 +485,7 @@ def generators(report: Mapping[str, Any]) -> dict[str, Callable[[], str]]:
         "standard-sets": lambda: standard_sets_table(report),
         "bench-script": lambda: example_script("bench_tiny.py"),
         "record-script": lambda: example_script("gate_tiny.py"),
+        "tuner-comparison": tuner_comparison,
     }
 
 
