@@ -624,7 +624,8 @@ class PlainCalls:
 
     def spec_counters(self: _Measures) -> dict[str, Any]:
         """The cumulative counters: ``{"num_drafts", "num_draft_tokens",
-        "num_accepted_tokens", "accepted_per_position": list}``."""
+        "num_accepted_tokens", "accepted_per_position": list, "prefix_cache_queries",
+        "prefix_cache_hits"}``."""
         return self.counters().to_dict()
 
 

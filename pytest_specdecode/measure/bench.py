@@ -625,12 +625,20 @@ class Bench:
             seed=seed, slo=checked_slo,
             points=tuple(
                 build_point(r.rate, r.baseline, r.speculative, r.counters, checked_slo,
-                            first=r.first)
+                            first=r.first,
+                            cache=(r.baseline_round_counters, r.speculative_round_counters))
                 for r in raw.rates
             ),
             speculative_config=dict(spec.speculative_config or {}),
         )  # fmt: skip
         self.loads.append(result)
+        for point in result.points:
+            warning = cache_warning(
+                point.baseline_prefix_cache_hit_rate, point.speculative_prefix_cache_hit_rate,
+                point.prefix_cache_gap, point.prefix_cache_gap_ci,
+            )  # fmt: skip
+            if warning is not None:
+                self._say(f"WARNING: {rate_text(point.rate)}: {warning}")
         self._say(result.traffic_line())
         self._emit(result)
         return result
