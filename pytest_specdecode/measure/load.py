@@ -363,7 +363,9 @@ class LoadPoint:
         return s / b
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Plain JSON values; the prefix cache's figures only where measured (a report from
+        before them reads back as it was)."""
+        data = {
             "rate": _json_rate(self.rate), "baseline": self.baseline.to_dict(),
             "speculative": self.speculative.to_dict(),
             "tpot_speedup": finite(self.tpot_speedup),
@@ -381,6 +383,7 @@ class LoadPoint:
                 else [finite(v) for v in self.prefix_cache_gap_ci]
             ),
         }  # fmt: skip
+        return {k: v for k, v in data.items() if v is not None or k not in _CACHE_KEYS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoadPoint:
@@ -432,6 +435,13 @@ def build_point(
         offered_rate(baseline), sum(cache[0], Counters()).prefix_cache_hit_rate,
         sum(cache[1], Counters()).prefix_cache_hit_rate, *cache_gap(*cache),
     )  # fmt: skip
+
+
+#: A load point's prefix-cache keys, written only where measured.
+_CACHE_KEYS = frozenset({
+    "baseline_prefix_cache_hit_rate", "speculative_prefix_cache_hit_rate",
+    "prefix_cache_gap", "prefix_cache_gap_ci",
+})  # fmt: skip
 
 
 def _optional(value: Any) -> float | None:

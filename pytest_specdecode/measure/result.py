@@ -140,8 +140,15 @@ class Result:
             del data["detectable"]
         if self.compared_rounds is None:
             del data["compared_rounds"]
+        # the prefix cache's figures where measured (reports from before them stay as they were)
         if self.prefix_cache_gap_ci is not None:
             data["prefix_cache_gap_ci"] = list(self.prefix_cache_gap_ci)
+        else:
+            del data["prefix_cache_gap"], data["prefix_cache_gap_ci"]
+        for side in ("baseline", "speculative"):
+            if data[side]["prefix_cache_hit_rate"] is None:
+                for key in ("prefix_cache_queries", "prefix_cache_hits", "prefix_cache_hit_rate"):
+                    del data[side][key]
         if not self.phases_unavailable:
             del data["phases_unavailable"]
         if not with_outputs:

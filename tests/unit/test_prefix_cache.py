@@ -124,15 +124,33 @@ def test_the_checklist_answers_yes_where_the_cache_is_kept() -> None:
     assert line.answer == "yes" and "0.90 baseline, 0.90 speculative" in line.figure
 
 
-def test_a_result_without_the_fields_reads_back() -> None:
+def test_a_result_without_the_figures_writes_none_and_reads_back() -> None:
+    """A result (or load point) without the prefix cache's figures writes none of their keys,
+    so a report from before them reads back as it was."""
     data = fake_result().to_dict()
-    for key in ("prefix_cache_gap", "prefix_cache_gap_ci"):
-        data.pop(key)
-    for side in ("baseline", "speculative"):
-        for key in ("prefix_cache_queries", "prefix_cache_hits", "prefix_cache_hit_rate"):
-            data[side].pop(key)
+    assert "prefix_cache_gap" not in data and "prefix_cache_hit_rate" not in data["baseline"]
     result = Result.from_dict(data)
     assert result.prefix_cache_gap_ci is None and result.baseline.prefix_cache_hit_rate is None
+    assert result.to_dict() == data
+
+
+def test_the_schema_covers_the_figures_written() -> None:
+    import jsonschema
+
+    from pytest_specdecode.baselines.files import results_schema
+
+    source = FakeSource()
+    source.cache = {"baseline": (100, 90), "speculative": (100, 30)}
+    made, _ = bench(source)
+    with made:
+        result = made.run(["p1", "p2"], max_tokens=4)
+        load = made.load(["p1", "p2"], max_tokens=8, rates=[4.0], requests=4)
+    schema = results_schema()
+    point = load.points[0].to_dict()
+    assert {"prefix_cache_gap_ci", "baseline_prefix_cache_hit_rate"} <= set(point)
+    assert set(point) <= set(schema["$defs"]["load_point"]["properties"])
+    report = _report(result) | {"loads": [load.to_dict()]}
+    jsonschema.Draft202012Validator(schema).validate(report)
 
 
 def _report(result: Result) -> dict[str, object]:
