@@ -48,14 +48,17 @@ def clearly_below(gap_ci: Sequence[float] | None, margin: float = CACHE_GAP_MARG
     return isinstance(high, int | float) and math.isfinite(high) and high < -margin
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
 def rates_text(baseline: float | None, speculative: float | None) -> str:
     """``0.92 baseline, 0.41 speculative`` (``-`` for a side without one)."""
-
     return f"{_rate(baseline)} baseline, {_rate(speculative)} speculative"
 
 
 def gap_text(gap: float | None, gap_ci: Sequence[float] | None) -> str:
-    """``-0.51 [-0.55--0.47]``: the gap with its 95% interval."""
+    """``-0.51 [-0.55 to -0.47]``: the gap with its 95% interval."""
     if gap is None or gap_ci is None or len(gap_ci) != 2:
         return "-"
     return f"{gap:+.2f} [{gap_ci[0]:+.2f} to {gap_ci[1]:+.2f}]"
@@ -77,10 +80,6 @@ def cache_warning(
         f"{gap_text(gap, gap_ci)}, 95% interval): the speedup mixes speculation's gain with "
         "the prefill the lost cache hits cost"
     )
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
 
 
 def cache_note(baseline: float | None, speculative: float | None) -> str:
