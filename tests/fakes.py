@@ -207,9 +207,21 @@ class FakeEngine(SimulatedEngine):
             self._counters = self._counters + Counters(100, 400, accepted, (accepted // 4,) * 4)
             if source.per_request:
                 requests = tuple(self._with_acceptance(request, i, k) for i in range(len(prompts)))
+        self._look_up(len(prompts))
         profile = step_profile(source, self.config, len(prompts), sampling, concurrency, elapsed)
         note = "" if profile is not None else source.profile_note
         return Round(elapsed, requests, profile=profile, profile_note=note)
+
+    def _look_up(self, requests: int) -> None:
+        """Count ``requests`` prefix-cache lookups as the source's ``cache`` says."""
+        cache = self.source.cache
+        if cache is None:
+            return
+        queries, hits = cache["speculative" if self.config.speculative_json else "baseline"]
+        looked = Counters(
+            prefix_cache_queries=queries * requests, prefix_cache_hits=hits * requests
+        )
+        self._counters = self._counters + looked
 
     def _with_acceptance(self, request: RequestFigures, i: int, k: int) -> RequestFigures:
         """``request`` with 10 verify steps of ``k`` draft tokens each, accepting
@@ -241,6 +253,7 @@ class FakeEngine(SimulatedEngine):
         ``max_tokens`` tokens per request; the speculative engine's counters count its
         steps."""
         check_arrivals(arrivals, len(prompts))
+        self._look_up(len(prompts))
         source, k = self.source, self.config.num_speculative_tokens
         speculative = self.config.speculative_json is not None and k > 0
         scale = 0.1 if self.draft else 1.0
@@ -308,6 +321,9 @@ class FakeSource(SimulatedSource):
         self.events: list[tuple[str, str]] = []  # FakeWorker starts and stops, in order
         self.fail_start: set[str] = set()  # targets whose FakeWorker fails to start
         self.vllm_version = "fake"  # the engines' vLLM version, as the environment records it
+        #: per side ("baseline", "speculative"): prompt tokens each request looks up in the
+        #: prefix cache and finds there (None: no prefix-cache counters, as before vLLM's)
+        self.cache: dict[str, tuple[int, int]] | None = None
         self._drafts: set[str] = set()
 
     def start(self, config: EngineConfig) -> SimulatedEngine:

@@ -25,6 +25,13 @@ SPEC_COUNTERS: dict[str, str] = {
 #: Accepted tokens per draft position (a vector in ``get_metrics()``, ``position`` labels on
 #: ``/metrics``).
 SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+#: vLLM's prefix-cache counters (``get_metrics()`` names; ``/metrics`` adds ``_total``), in
+#: prompt tokens looked up and found cached, by the field of :class:`Counters` they fill.
+#: Counted on every engine, speculative or not (vLLM 0.32: ``v1/metrics/loggers.py``).
+PREFIX_CACHE_COUNTERS: dict[str, str] = {
+    "vllm:prefix_cache_queries": "prefix_cache_queries",
+    "vllm:prefix_cache_hits": "prefix_cache_hits",
+}
 #: Finished requests (``/metrics``), to detect other traffic on a server.
 REQUESTS_FINISHED = "vllm:request_success"
 
@@ -377,13 +384,20 @@ class LoadRound:
         )
 
 
-#: The scalar fields of :class:`Counters`.
-COUNTER_NAMES = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+#: The scalar fields of :class:`Counters`: the speculative-decoding counters, then the
+#: prefix cache's.
+COUNTER_NAMES = (
+    "num_drafts", "num_draft_tokens", "num_accepted_tokens",
+    "prefix_cache_queries", "prefix_cache_hits",
+)  # fmt: skip
+#: Each field of :class:`Counters` by vLLM's name for its counter.
+_VLLM_NAME = {ours: theirs for theirs, ours in (SPEC_COUNTERS | PREFIX_CACHE_COUNTERS).items()}
 
 
 @dataclass(frozen=True)
 class Counters:
-    """vLLM's speculative-decoding counters: cumulative readings, or a before/after delta.
+    """vLLM's speculative-decoding and prefix-cache counters of one engine: cumulative
+    readings, or a before/after delta.
 
     No count is ever negative (a ``ValueError``): a delta comes from :meth:`since`, which
     refuses readings that went down."""
@@ -395,6 +409,9 @@ class Counters:
     #: when the process that counts them started (a server's ``process_start_time_seconds``),
     #: to tell a restart between two readings; None when unknown, and for a delta
     process_start: float | None = field(default=None, compare=False)
+    #: prompt tokens looked up in the prefix cache, and those found there (every engine)
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
 
     def __post_init__(self) -> None:
         counts = {name: getattr(self, name) for name in COUNTER_NAMES}
@@ -403,7 +420,7 @@ class Counters:
         negative = {name: value for name, value in counts.items() if value < 0}
         if negative:
             found = ", ".join(f"{name}={value}" for name, value in negative.items())
-            raise ValueError(f"speculative-decoding counts cannot be negative: {found}")
+            raise ValueError(f"vLLM's counts cannot be negative: {found}")
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Counters:
@@ -412,6 +429,8 @@ class Counters:
             int(data.get("num_draft_tokens") or 0),
             int(data.get("num_accepted_tokens") or 0),
             tuple(int(v) for v in data.get("accepted_per_position") or ()),
+            prefix_cache_queries=int(data.get("prefix_cache_queries") or 0),
+            prefix_cache_hits=int(data.get("prefix_cache_hits") or 0),
         )
 
     def since(self, before: Counters, where: str = "the speculative engine") -> Counters:
@@ -430,6 +449,8 @@ class Counters:
             self.num_draft_tokens - before.num_draft_tokens,
             self.num_accepted_tokens - before.num_accepted_tokens,
             tuple(a - b for a, b in zip(self.accepted_per_position, b_pos, strict=False)),
+            prefix_cache_queries=self.prefix_cache_queries - before.prefix_cache_queries,
+            prefix_cache_hits=self.prefix_cache_hits - before.prefix_cache_hits,
         )
 
     def _reset_since(self, before: Counters) -> str | None:
@@ -446,7 +467,7 @@ class Counters:
         for name in COUNTER_NAMES:
             old, new = getattr(before, name), getattr(self, name)
             if new < old:
-                return f"vllm:spec_decode_{name} went down from {old} to {new}"
+                return f"{_VLLM_NAME[name]} went down from {old} to {new}"
         if len(self.accepted_per_position) < len(before.accepted_per_position):
             return (
                 f"its accepted-per-position counter has {len(self.accepted_per_position)} "
@@ -471,7 +492,17 @@ class Counters:
             self.num_draft_tokens + other.num_draft_tokens,
             self.num_accepted_tokens + other.num_accepted_tokens,
             tuple(x + y for x, y in zip(a, b, strict=True)),
+            prefix_cache_queries=self.prefix_cache_queries + other.prefix_cache_queries,
+            prefix_cache_hits=self.prefix_cache_hits + other.prefix_cache_hits,
         )
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Prompt tokens found in the prefix cache / prompt tokens looked up (vLLM's hit rate);
+        None when none was looked up."""
+        if not self.prefix_cache_queries:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queries
 
     @property
     def acceptance_rate(self) -> float:
@@ -496,6 +527,8 @@ class Counters:
             "num_draft_tokens": self.num_draft_tokens,
             "num_accepted_tokens": self.num_accepted_tokens,
             "accepted_per_position": list(self.accepted_per_position),
+            "prefix_cache_queries": self.prefix_cache_queries,
+            "prefix_cache_hits": self.prefix_cache_hits,
         }
 
 
@@ -591,7 +624,8 @@ class PlainCalls:
 
     def spec_counters(self: _Measures) -> dict[str, Any]:
         """The cumulative counters: ``{"num_drafts", "num_draft_tokens",
-        "num_accepted_tokens", "accepted_per_position": list}``."""
+        "num_accepted_tokens", "accepted_per_position": list, "prefix_cache_queries",
+        "prefix_cache_hits"}``."""
         return self.counters().to_dict()
 
 

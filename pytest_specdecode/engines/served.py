@@ -1,8 +1,9 @@
 """Measuring running vLLM servers (OpenAI-compatible) instead of starting engines.
 
 Requests are streamed concurrently (``/v1/completions`` with ``stream``), so TTFT and TPOT are
-per request; token ids come back with ``return_token_ids``. Acceptance comes from before/after
-deltas of the server's Prometheus ``/metrics`` (``vllm:spec_decode_*_total``), parsed with
+per request; token ids come back with ``return_token_ids``. Acceptance and each side's
+prefix-cache hit rate come from before/after deltas of the server's Prometheus ``/metrics``
+(``vllm:spec_decode_*_total``, ``vllm:prefix_cache_*_total``), parsed with
 ``prometheus_client``'s text parser. Other traffic on a server during a round is detected from
 its request counter and reported. A server started with ``--per-request-spec-decode-metrics``
 also reports each request's acceptance (``metrics.speculative_decoding`` in the final usage
@@ -43,6 +44,7 @@ from .config import EngineConfig
 from .hardware import Device
 from .protocol import (
     MAX_N_SEQUENCES,
+    PREFIX_CACHE_COUNTERS,
     QUIET_S,
     REQUESTS_FINISHED,
     SPEC_COUNTERS,
@@ -109,12 +111,14 @@ def _count(sample: Any) -> int:
 
 
 def parse_metrics(text: str) -> ServerMetrics:
-    """The speculative-decoding counters (summed over labels, with the process start time
-    where the page has it) and the finished-request count from a ``/metrics`` page. A counter
-    we read whose value is negative, infinite or NaN is a ``ValueError``."""
+    """The speculative-decoding and prefix-cache counters (summed over labels, with the
+    process start time where the page has it) and the finished-request count from a
+    ``/metrics`` page. A counter we read whose value is negative, infinite or NaN is a
+    ``ValueError``."""
     from prometheus_client.parser import text_string_to_metric_families
 
     totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
+    cache = dict.fromkeys(PREFIX_CACHE_COUNTERS.values(), 0)
     per_pos: dict[int, int] = {}
     requests = 0
     speculating = False
@@ -132,6 +136,8 @@ def parse_metrics(text: str) -> ServerMetrics:
             elif name in SPEC_COUNTERS:
                 totals[SPEC_COUNTERS[name]] += _count(sample)
                 speculating = True
+            elif name in PREFIX_CACHE_COUNTERS:
+                cache[PREFIX_CACHE_COUNTERS[name]] += _count(sample)
             elif name == REQUESTS_FINISHED:
                 requests += _count(sample)
     counters = Counters(
@@ -140,6 +146,7 @@ def parse_metrics(text: str) -> ServerMetrics:
         totals["num_accepted_tokens"],
         tuple(per_pos[i] for i in sorted(per_pos)),
         process_start=started,
+        **cache,
     )
     return ServerMetrics(counters, requests, speculating)
 
@@ -588,7 +595,7 @@ class ServedEngine(PlainCalls):
 
     def counters(self) -> Counters:
         """The server's cumulative speculative-decoding counters (all zero when it does not
-        speculate)."""
+        speculate) and prefix-cache counters."""
         return self._metrics().counters
 
     def describe(self) -> dict[str, Any]:

@@ -328,14 +328,16 @@ class _Engine:
         return found
 
     def spec_counters(self) -> dict[str, Any]:
-        """The speculative-decoding counters, summed over ``engine`` labels (data parallel)."""
-        from .protocol import SPEC_COUNTERS, SPEC_PER_POSITION
+        """The speculative-decoding and prefix-cache counters, summed over ``engine`` labels
+        (data parallel)."""
+        from .protocol import PREFIX_CACHE_COUNTERS, SPEC_COUNTERS, SPEC_PER_POSITION
 
-        totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
+        scalars = SPEC_COUNTERS | PREFIX_CACHE_COUNTERS
+        totals = dict.fromkeys(scalars.values(), 0)
         per_pos: list[int] = []
         for metric in self.llm.get_metrics():
-            if metric.name in SPEC_COUNTERS:
-                totals[SPEC_COUNTERS[metric.name]] += int(metric.value)
+            if metric.name in scalars:
+                totals[scalars[metric.name]] += int(metric.value)
             elif metric.name == SPEC_PER_POSITION:
                 values = list(metric.values)
                 if len(per_pos) < len(values):

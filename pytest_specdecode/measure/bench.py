@@ -25,6 +25,7 @@ from ..engines.methods import draft_model, has_model
 from ..engines.protocol import Counters, EngineBackend, EngineSource
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair, parse_keywords
+from .cache import cache_note, cache_warning
 from .choice import Ranking, candidate_configs
 from .detectable import SavePlan
 from .equivalence import (
@@ -514,7 +515,8 @@ class Bench:
         return replace(result, adaptive=True, inconclusive=why)
 
     def _notes(self, result: Result, raw: PairedRounds) -> Result:
-        """Say what skews the figures: fewer tokens than asked for, other traffic."""
+        """Say what skews the figures: fewer tokens than asked for, a speculative side that
+        lost prefix-cache hits, other traffic."""
         requested = result.max_tokens * result.num_prompts
         generated = result.baseline.generated_tokens
         if generated < requested:
@@ -525,6 +527,16 @@ class Bench:
                 "figures count the generated tokens. A stop condition or the engine's "
                 "max_model_len cut them short."
             )
+        warning = cache_warning(
+            result.baseline.prefix_cache_hit_rate, result.speculative.prefix_cache_hit_rate,
+            result.prefix_cache_gap, result.prefix_cache_gap_ci,
+        )  # fmt: skip
+        if warning is not None:
+            note = cache_note(
+                result.baseline.prefix_cache_hit_rate, result.speculative.prefix_cache_hit_rate
+            )
+            result = with_notes(result, prefix_cache=note)
+            self._say(f"WARNING: {warning}")
         if raw.other_requests:
             result = with_notes(result, other_traffic=f"{raw.other_requests} requests")
             self._say(
@@ -613,12 +625,20 @@ class Bench:
             seed=seed, slo=checked_slo,
             points=tuple(
                 build_point(r.rate, r.baseline, r.speculative, r.counters, checked_slo,
-                            first=r.first)
+                            first=r.first,
+                            cache=(r.baseline_round_counters, r.speculative_round_counters))
                 for r in raw.rates
             ),
             speculative_config=dict(spec.speculative_config or {}),
         )  # fmt: skip
         self.loads.append(result)
+        for point in result.points:
+            warning = cache_warning(
+                point.baseline_prefix_cache_hit_rate, point.speculative_prefix_cache_hit_rate,
+                point.prefix_cache_gap, point.prefix_cache_gap_ci,
+            )  # fmt: skip
+            if warning is not None:
+                self._say(f"WARNING: {rate_text(point.rate)}: {warning}")
         self._say(result.traffic_line())
         self._emit(result)
         return result

@@ -11,6 +11,7 @@ from ..engines.config import EngineConfig, lossy
 from ..engines.footprint import ProposerMemory
 from ..engines.protocol import Counters, Round
 from ..errors import NoSpeculationError
+from .cache import cache_gap, hit_rates
 from .paired import PairedRounds
 from .phases import summarize
 from .result import Divergence, EngineFigures, Result
@@ -19,9 +20,14 @@ from .stats import mean, ratio_interval
 
 
 def engine_figures(
-    rounds: Sequence[Round], memory_gib: float | None = None, kv_cache_tokens: int | None = None
+    rounds: Sequence[Round],
+    memory_gib: float | None = None,
+    kv_cache_tokens: int | None = None,
+    counters: Counters | None = None,
 ) -> EngineFigures:
-    """One engine's figures over its measured rounds (outputs from the last one)."""
+    """One engine's figures over its measured rounds (outputs from the last one; the prefix
+    cache's from ``counters``, the engine's over those rounds)."""
+    counters = counters or Counters()
     seconds = [r.elapsed for r in rounds]
     requests = [q for r in rounds for q in r.requests]
     return EngineFigures(
@@ -34,6 +40,9 @@ def engine_figures(
         texts=[q.text for q in rounds[-1].requests],
         memory_gib=memory_gib,
         kv_cache_tokens=kv_cache_tokens,
+        prefix_cache_queries=counters.prefix_cache_queries,
+        prefix_cache_hits=counters.prefix_cache_hits,
+        prefix_cache_hit_rate=counters.prefix_cache_hit_rate,
     )
 
 
@@ -157,8 +166,10 @@ def build_result(
     ratios = raw.ratios
     speedup, ci = repeated_interval(ratios, raw.looks) if raw.looks else ratio_interval(ratios)
     mem, kv = raw.memory_gib, raw.kv_cache_tokens
-    base = engine_figures(raw.baseline, mem.get("baseline"), kv.get("baseline"))
-    spec = engine_figures(raw.speculative, mem.get("speculative"), kv.get("speculative"))
+    base = engine_figures(
+        raw.baseline, mem.get("baseline"), kv.get("baseline"), raw.baseline_counters
+    )
+    spec = engine_figures(raw.speculative, mem.get("speculative"), kv.get("speculative"), counters)
     match_rate, divergences = compare_outputs(base.token_ids, spec.token_ids)
     per_position = counters.acceptance_per_position
     per_position += [0.0] * (k - len(per_position))
@@ -168,6 +179,14 @@ def build_result(
         "baseline_tokens_per_second": round_rates(raw.baseline),
         "speculative_tokens_per_second": round_rates(raw.speculative),
     }
+    for side, per_round in (
+        ("baseline", raw.baseline_round_counters),
+        ("speculative", raw.round_counters),
+    ):
+        rates = hit_rates(per_round)
+        if rates and all(v is not None for v in rates):
+            samples[f"{side}_prefix_cache_hit_rate"] = [float(v or 0.0) for v in rates]
+    gap, gap_ci = cache_gap(raw.baseline_round_counters, raw.round_counters)
     footprint = ProposerMemory.of(raw.engine_info.get("draft_memory"), kv.get("speculative"))
     extra = footprint.gib
     per_prompt = request_acceptance(raw.speculative)
@@ -194,6 +213,7 @@ def build_result(
             concurrency or num_prompts,
         ),
         phases_unavailable=unavailable(raw.baseline, raw.speculative),
+        prefix_cache_gap=gap, prefix_cache_gap_ci=gap_ci,
     )  # fmt: skip
     why_lossy = lossy(speculative.speculative_config)
     if why_lossy is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from ..engines.methods import draft_model
 from ..engines.protocol import Counters, LoadRound, TimedRequest
 from ..errors import ConfigError
+from .cache import cache_gap
 from .result import finite, number
 from .stats import percentile, t975
 
@@ -337,6 +338,13 @@ class LoadPoint:
     #: requests per second the schedules offered: requests / last arrival, mean over rounds
     #: (the rate asked for, as ``vllm bench serve`` offers it; None: all at once)
     offered_rate: float | None = None
+    #: each side's prefix-cache hit rate over this rate's rounds (None: nothing looked up),
+    #: and the speculative minus the baseline's with its 95% interval over the rounds'
+    #: paired differences (:func:`~.cache.cache_gap`)
+    baseline_prefix_cache_hit_rate: float | None = None
+    speculative_prefix_cache_hit_rate: float | None = None
+    prefix_cache_gap: float | None = None
+    prefix_cache_gap_ci: tuple[float, float] | None = None
 
     @property
     def pays(self) -> bool:
@@ -355,7 +363,9 @@ class LoadPoint:
         return s / b
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Plain JSON values; the prefix cache's figures only where measured (a report from
+        before them reads back as it was)."""
+        data = {
             "rate": _json_rate(self.rate), "baseline": self.baseline.to_dict(),
             "speculative": self.speculative.to_dict(),
             "tpot_speedup": finite(self.tpot_speedup),
@@ -365,11 +375,20 @@ class LoadPoint:
             "mean_acceptance_length": self.mean_acceptance_length, "first": self.first,
             "round_gains": [finite(g) for g in self.round_gains],
             "offered_rate": self.offered_rate,
+            "baseline_prefix_cache_hit_rate": self.baseline_prefix_cache_hit_rate,
+            "speculative_prefix_cache_hit_rate": self.speculative_prefix_cache_hit_rate,
+            "prefix_cache_gap": finite(self.prefix_cache_gap),
+            "prefix_cache_gap_ci": (
+                None if self.prefix_cache_gap_ci is None
+                else [finite(v) for v in self.prefix_cache_gap_ci]
+            ),
         }  # fmt: skip
+        return {k: v for k, v in data.items() if v is not None or k not in _CACHE_KEYS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoadPoint:
         low, high = data.get("tpot_speedup_ci") or (None, None)
+        gap_ci = data.get("prefix_cache_gap_ci")
         return cls(
             _rate(data["rate"]), LoadSummary.from_dict(data["baseline"]),
             LoadSummary.from_dict(data["speculative"]), number(data.get("tpot_speedup")),
@@ -377,6 +396,10 @@ class LoadPoint:
             float(data.get("mean_acceptance_length") or 1.0), str(data.get("first") or "baseline"),
             tuple(number(g) for g in data.get("round_gains") or ()),
             None if data.get("offered_rate") is None else float(data["offered_rate"]),
+            _optional(data.get("baseline_prefix_cache_hit_rate")),
+            _optional(data.get("speculative_prefix_cache_hit_rate")),
+            _optional(data.get("prefix_cache_gap")),
+            None if gap_ci is None else (number(gap_ci[0]), number(gap_ci[1])),
         )  # fmt: skip
 
 
@@ -388,12 +411,15 @@ def build_point(
     slo: Mapping[str, float],
     *,
     first: str = "baseline",
+    cache: tuple[Sequence[Counters], Sequence[Counters]] = ((), ()),
 ) -> LoadPoint:
     """One rate's figures from its rounds (round j of each side sent the same schedule) and
     the speculative engine's counter delta. The gain is the geometric mean of the rounds'
     gains, its 95% interval exp(mean ln g ± t(rounds − 1) · s / √rounds) over the rounds' ln g:
     what moves a round's TPOT is mostly the machine's state during that round, which all its
-    requests share, so only rounds can show it (``(nan, nan)``, not paying, without two)."""
+    requests share, so only rounds can show it (``(nan, nan)``, not paying, without two).
+    ``cache``: each side's per-round counter deltas (baseline, speculative), for the prefix
+    cache's hit rates and their gap."""
     gains = tuple(round_gain(b, s) for b, s in zip(baseline, speculative, strict=True))
     logs = [math.log(g) for g in gains if g > 0]
     gain, ci = math.nan, (math.nan, math.nan)
@@ -406,8 +432,20 @@ def build_point(
     return LoadPoint(
         rate, LoadSummary.of(baseline, slo), LoadSummary.of(speculative, slo), gain, ci,
         counters.acceptance_rate, counters.mean_acceptance_length, first, gains,
-        offered_rate(baseline),
+        offered_rate(baseline), sum(cache[0], Counters()).prefix_cache_hit_rate,
+        sum(cache[1], Counters()).prefix_cache_hit_rate, *cache_gap(*cache),
     )  # fmt: skip
+
+
+#: A load point's prefix-cache keys, written only where measured.
+_CACHE_KEYS = frozenset({
+    "baseline_prefix_cache_hit_rate", "speculative_prefix_cache_hit_rate",
+    "prefix_cache_gap", "prefix_cache_gap_ci",
+})  # fmt: skip
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def offered_rate(rounds: Sequence[LoadRound]) -> float | None:

@@ -34,6 +34,9 @@ class RateRounds:
     speculative: tuple[LoadRound, ...]
     counters: Counters  # the speculative engine's, over its rounds at this rate
     first: str  # which engine ran this rate's first round: "baseline" or "speculative"
+    #: each side's counter deltas (its prefix cache's), per round in the order run
+    baseline_round_counters: tuple[Counters, ...] = ()
+    speculative_round_counters: tuple[Counters, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ def run_load(
     together = source.max_engines >= 2
     rates = sorted(schedules)
     done: dict[tuple[str, float], list[LoadRound]] = {}
-    counters: dict[float, Counters] = {rate: Counters() for rate in rates}
+    per_round: dict[tuple[str, float], list[Counters]] = {}
     firsts: dict[float, str] = {}
     ended = time.perf_counter()  # when the last round (warm-ups included) ended
 
@@ -83,11 +86,11 @@ def run_load(
         firsts.setdefault(rate, which)
         arrivals = list(schedules[rate][j])
         batch = cycled(prompts, len(arrivals))
-        before = engine.counters() if which == "speculative" else None
+        before = engine.counters()
         time.sleep(max(0.0, source.quiet_seconds - (time.perf_counter() - ended)))
         done.setdefault((which, rate), []).append(engine.load_round(batch, sampling, arrivals))
-        if before is not None:
-            counters[rate] = counters[rate] + engine.counters().since(before, counting(engine))
+        delta = engine.counters().since(before, counting(engine, which))
+        per_round.setdefault((which, rate), []).append(delta)
         ended = time.perf_counter()
 
     if together:
@@ -119,7 +122,8 @@ def run_load(
         tuple(
             RateRounds(
                 rate, tuple(done["baseline", rate]), tuple(done["speculative", rate]),
-                counters[rate], firsts[rate],
+                sum(per_round["speculative", rate], Counters()), firsts[rate],
+                tuple(per_round["baseline", rate]), tuple(per_round["speculative", rate]),
             )
             for rate in rates
         ),

@@ -38,6 +38,10 @@ class PairedRounds:
     looks: int | None = None  # the most rounds, when a stopping rule could end the run early
     warmup_seconds: float = 0.0  # wall time of the warm-up rounds
     round_seconds: float = 0.0  # wall time of the measured rounds
+    #: the baseline engine's counters (its prefix cache's) over the measured rounds, and per
+    #: measured round; empty from a source that built rounds without them
+    baseline_counters: Counters = field(default_factory=Counters)
+    baseline_round_counters: tuple[Counters, ...] = ()
 
     @property
     def ratios(self) -> list[float]:
@@ -67,39 +71,67 @@ def ratios(baseline: Sequence[Round], speculative: Sequence[Round]) -> list[floa
     return found
 
 
-def counting(engine: EngineBackend) -> str:
-    """The speculative engine, as a counter-reset message names it: its server's URL when
-    served, else its target."""
+def counting(engine: EngineBackend, role: str = "speculative") -> str:
+    """The engine of ``role`` (``"speculative"`` or ``"baseline"``), as a counter-reset
+    message names it: its server's URL when served, else its target."""
     url = engine.info.get("served_url")
     return (
-        f"the speculative server {url}"
+        f"the {role} server {url}"
         if url
-        else f"the speculative engine of {display_name(engine.config.target)}"
+        else f"the {role} engine of {display_name(engine.config.target)}"
     )
 
 
-class _Recorder:
-    """Rounds and per-round counter deltas of one paired measurement."""
+class _Counted:
+    """One engine's counters over a measurement: the first reading, the last, and the delta
+    of each measured round (diffed with the restart guard of :meth:`Counters.since`)."""
 
-    def __init__(self, spec: EngineBackend) -> None:
-        self.spec = spec
+    def __init__(self, engine: EngineBackend, role: str) -> None:
+        self.engine = engine
+        self.where = counting(engine, role)
+        self.first = self.last = engine.counters()
+        self.per_round: list[Counters] = []
+
+    def read(self) -> None:
+        current = self.engine.counters()
+        self.per_round.append(current.since(self.last, self.where))
+        self.last = current
+
+    @property
+    def total(self) -> Counters:
+        return self.last.since(self.first, self.where)
+
+
+class _Recorder:
+    """Rounds and per-round counter deltas of one paired measurement, on each side."""
+
+    def __init__(self) -> None:
         self.base: list[Round] = []
         self.spec_rounds: list[Round] = []
-        self.per_round: list[Counters] = []
-        self.first = self.last = spec.counters()
+        self.base_counts: _Counted | None = None
+        self.spec_counts: _Counted | None = None
         self.warmup_seconds = 0.0
         self.round_seconds = 0.0
         self._since = time.perf_counter()  # the last round's end
 
+    def count(self, base: EngineBackend | None, spec: EngineBackend | None) -> None:
+        """Read the counters the rounds from now on are diffed from (per engine given)."""
+        if base is not None:
+            self.base_counts = _Counted(base, "baseline")
+        if spec is not None:
+            self.spec_counts = _Counted(spec, "speculative")
+        self._since = time.perf_counter()
+
     def baseline(self, round_: Round) -> None:
         self.base.append(round_)
+        if self.base_counts is not None:
+            self.base_counts.read()
         self._tick()
 
     def speculative(self, round_: Round) -> None:
         self.spec_rounds.append(round_)
-        current = self.spec.counters()
-        self.per_round.append(current.since(self.last, counting(self.spec)))
-        self.last = current
+        if self.spec_counts is not None:
+            self.spec_counts.read()
         self._tick()
 
     def _tick(self) -> None:
@@ -151,8 +183,9 @@ def run_paired(
         warm(base)
         warm(spec)
     memory = {"baseline": source.memory_gib(base), "speculative": source.memory_gib(spec)}
-    rec = _Recorder(spec)
+    rec = _Recorder()
     rec.warmup_seconds = time.perf_counter() - began
+    rec.count(base, spec)
     for i in range(trials):
         if i % 2 == 0:
             rec.baseline(gen(base))
@@ -191,18 +224,17 @@ def _sequential(
         warm(base)
     warmup_seconds = time.perf_counter() - began
     memory = {"baseline": source.memory_gib(base)}
-    began = time.perf_counter()
-    base_rounds = [gen(base) for _ in range(trials)]
-    round_seconds = time.perf_counter() - began
+    rec = _Recorder()
+    rec.count(base, None)
+    for _ in range(trials):
+        rec.baseline(gen(base))
     spec = source.acquire(speculative, timeout=timeout)
     began = time.perf_counter()
     for _ in range(warmup):
         warm(spec)
     memory["speculative"] = source.memory_gib(spec)
-    rec = _Recorder(spec)
     rec.warmup_seconds = warmup_seconds + time.perf_counter() - began
-    rec.round_seconds = round_seconds
-    rec.base = base_rounds
+    rec.count(None, spec)
     for _ in range(trials):
         rec.speculative(gen(spec))
     progress(f"{trials} rounds each, baseline then speculative")
@@ -217,11 +249,13 @@ def _paired(
     memory: dict[str, float | None],
     looks: int | None = None,
 ) -> PairedRounds:
+    spec_counts, base_counts = rec.spec_counts, rec.base_counts
+    assert spec_counts is not None and base_counts is not None
     return PairedRounds(
         baseline=tuple(rec.base),
         speculative=tuple(rec.spec_rounds),
-        counters=rec.last.since(rec.first, counting(spec)),
-        round_counters=tuple(rec.per_round),
+        counters=spec_counts.total,
+        round_counters=tuple(spec_counts.per_round),
         mode=mode,
         memory=spec.placement.memory,
         engine_info={**spec.info, "ld_preload": spec.placement.env.get("LD_PRELOAD")},
@@ -233,6 +267,8 @@ def _paired(
         looks=looks,
         warmup_seconds=rec.warmup_seconds,
         round_seconds=rec.round_seconds,
+        baseline_counters=base_counts.total,
+        baseline_round_counters=tuple(base_counts.per_round),
     )
 
 

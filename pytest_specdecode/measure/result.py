@@ -34,6 +34,11 @@ class EngineFigures:
     texts: list[str] = field(default_factory=list)
     memory_gib: float | None = None  # process-group RSS (CPU) or GPU memory (NVML), raw
     kv_cache_tokens: int | None = None  # KV cache capacity vLLM allocated
+    #: prompt tokens looked up in the prefix cache over the measured rounds, those found there
+    #: (vLLM's counters, diffed per round) and their ratio (None: none looked up)
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    prefix_cache_hit_rate: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EngineFigures:
@@ -117,6 +122,11 @@ class Result:
     #: 95% probability (:mod:`~.detectable`), and the most rounds a run compared with it takes
     detectable: dict[str, Detectable] = field(default_factory=dict)
     compared_rounds: int | None = None
+    #: the speculative side's prefix-cache hit rate minus the baseline's on the same requests:
+    #: the mean of the per-round differences and its 95% t-interval (None: fewer than two
+    #: rounds with a hit rate on both sides; :func:`~.figures.cache_gap`)
+    prefix_cache_gap: float | None = None
+    prefix_cache_gap_ci: tuple[float, float] | None = None
 
     def to_dict(self, *, with_outputs: bool = True) -> dict[str, Any]:
         """Plain JSON values (non-finite numbers as null); without outputs, no token ids or
@@ -130,6 +140,15 @@ class Result:
             del data["detectable"]
         if self.compared_rounds is None:
             del data["compared_rounds"]
+        # the prefix cache's figures where measured (reports from before them stay as they were)
+        if self.prefix_cache_gap_ci is not None:
+            data["prefix_cache_gap_ci"] = list(self.prefix_cache_gap_ci)
+        else:
+            del data["prefix_cache_gap"], data["prefix_cache_gap_ci"]
+        for side in ("baseline", "speculative"):
+            if data[side]["prefix_cache_hit_rate"] is None:
+                for key in ("prefix_cache_queries", "prefix_cache_hits", "prefix_cache_hit_rate"):
+                    del data[side][key]
         if not self.phases_unavailable:
             del data["phases_unavailable"]
         if not with_outputs:
@@ -155,6 +174,10 @@ class Result:
                 None if v is None else float(v) for v in per_prompt
             )
         values["least_gain"] = tuple(int(i) for i in data.get("least_gain") or ())
+        gap_ci = data.get("prefix_cache_gap_ci")
+        values["prefix_cache_gap_ci"] = (
+            None if gap_ci is None else (number(gap_ci[0]), number(gap_ci[1]))
+        )
         phases = data.get("phases")
         values["phases"] = None if phases is None else PhaseSummary.from_dict(phases)
         drops = data.get("detectable") or {}

@@ -39,6 +39,21 @@ def ratio_interval(ratios: Sequence[float]) -> tuple[float, tuple[float, float]]
     return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
 
 
+def difference_interval(differences: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """Mean of paired differences and its 95% t-interval (one difference per paired round:
+    rounds, not tokens, are the independent units). Rounds that all differ by the same amount
+    give an interval of no width."""
+    if len(differences) < 2:
+        raise ValueError("at least two paired rounds are needed for an interval")
+    if any(not math.isfinite(d) for d in differences):
+        raise ValueError(f"differences must be finite, got {list(differences)}")
+    n = len(differences)
+    mean = sum(differences) / n
+    var = sum((d - mean) ** 2 for d in differences) / (n - 1)
+    half = t975(n - 1) * math.sqrt(var / n)
+    return mean, (mean - half, mean + half)
+
+
 def ratio_of_intervals(
     first: Sequence[float], second: Sequence[float]
 ) -> tuple[float, tuple[float, float]]:

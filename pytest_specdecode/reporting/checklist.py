@@ -18,7 +18,9 @@ question yes, no or unknown with the figure behind it:
   clears the break-even length (a served engine has no phase figures: it says so);
 * batch size also quotes the break-even length against the measured acceptance length at each
   concurrency, where the runs have phase figures;
-* choice: where the proposer ranked, when ``choose_draft`` compared it with others.
+* choice: where the proposer ranked, when ``choose_draft`` compared it with others;
+* prefix cache kept: whether the speculative side's prefix-cache hit rate is clearly below
+  the baseline's on the same requests (then its speedup mixes two effects).
 
 A pure function of the report: it works on a saved report as well as in the plugin.
 """
@@ -35,6 +37,7 @@ from typing import Any
 from ..baselines.report import Report, ReportEntry
 from ..engines.methods import NO_MODEL, is_head
 from ..figure_table import finite, real
+from ..measure.cache import cache_note, clearly_below, gap_text, rates_text
 from ..measure.choice import Candidate, Ranking
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
@@ -146,6 +149,7 @@ def checklists(report: Report) -> list[Checklist]:
         answers = [_memory(rows), batch_size, _traffic(loads.get(key, []))]
         answers += _workloads(rows)
         answers += [_context(rows), _draft(rows, served)]
+        answers += _cache(rows)
         answers += _choices(key, rankings, by_key)
         lines = tuple(a.line for a in answers)
         out.append(Checklist(key[0], key[1], key[2], lines, _summary(answers)))
@@ -616,6 +620,52 @@ def _draft(rows: Sequence[Row], served: bool) -> _Answer:
         phrase = "the proposal does not pay for itself" + (f": {why}" if why else "")
         return _Answer(Line(DRAFT_CHOICE, NO, shown), phrase, order=(5, 1.0))
     return _Answer(Line(DRAFT_CHOICE, UNKNOWN, f"{shown}: the intervals overlap"))
+
+
+PREFIX_CACHE = "prefix cache kept"
+
+
+def _cache(rows: Sequence[Row]) -> list[_Answer]:
+    """Whether the speculative side keeps the baseline's prefix-cache hits on the same
+    requests: no where some run's hit rate is clearly below the baseline's (the gap's 95%
+    interval wholly below :data:`~pytest_specdecode.measure.cache.CACHE_GAP_MARGIN`: its
+    speedup mixes two effects), yes where none is; no line where no run has both sides' hit
+    rates (a report from before the cache was counted)."""
+    both = [
+        r
+        for r in rows
+        if finite(r.baseline.prefix_cache_hit_rate) is not None
+        and finite(r.speculative.prefix_cache_hit_rate) is not None
+    ]
+    if not both:
+        return []
+    costly = [r for r in both if clearly_below(r.prefix_cache_gap_ci)]
+    shown = costly or both
+    figure = "; ".join(_cache_figure(r) for r in shown[:3])
+    if len(shown) > 3:
+        figure += f"; and {len(shown) - 3} more"
+    if costly:
+        worst = min(costly, key=lambda r: r.prefix_cache_gap or 0.0)
+        note = cache_note(
+            worst.baseline.prefix_cache_hit_rate, worst.speculative.prefix_cache_hit_rate
+        )
+        phrase = (
+            f"speculation costs the prefix cache ({_name(worst)}: {note}), so its speedup "
+            "mixes two effects"
+        )
+        figure += ": the speedup mixes speculation's gain with the prefill the lost hits cost"
+        return [_Answer(Line(PREFIX_CACHE, NO, figure), phrase, order=(5, 2.0))]
+    if any(r.prefix_cache_gap_ci is not None for r in both):
+        return [_Answer(Line(PREFIX_CACHE, YES, figure))]
+    return [_Answer(Line(PREFIX_CACHE, UNKNOWN, f"{figure} (too few rounds for an interval)"))]
+
+
+def _cache_figure(r: Row) -> str:
+    """``test_a: hit rate 0.92 baseline, 0.41 speculative, difference -0.51 [-0.55 to
+    -0.47]``."""
+    rates = rates_text(r.baseline.prefix_cache_hit_rate, r.speculative.prefix_cache_hit_rate)
+    gap = gap_text(r.prefix_cache_gap, r.prefix_cache_gap_ci)
+    return f"{_name(r)}: hit rate {rates}, difference {gap}"
 
 
 def _costs(r: Row) -> str:

@@ -179,6 +179,8 @@ def _cells(entry: ReportEntry) -> list[str]:
         _cell(r, "alpha"),
         _cell(r, "efficiency"),
         _cell(r, "match_rate"),
+        _cache_cell(r, "baseline_prefix_cache_hit_rate"),
+        _cache_cell(r, "speculative_prefix_cache_hit_rate"),
         r.mode,
         r.verdict or "-",
         gate(entry),
@@ -186,8 +188,19 @@ def _cells(entry: ReportEntry) -> list[str]:
     ]
 
 
+def _cache_cell(r: Result, name: str) -> str:
+    """A side's prefix-cache hit rate, or "" where it looked up no prompt token (a result
+    from before the cache was counted)."""
+    return "" if figure(name).number(r) is None else _cell(r, name)
+
+
 #: Columns shown only when some result fills them: (position in a row, header).
-OPTIONAL = ((8, "accept len p10/p50/p90"), (15, "notes"))
+OPTIONAL = (
+    (8, "accept len p10/p50/p90"),
+    (12, header("baseline_prefix_cache_hit_rate")),
+    (13, header("speculative_prefix_cache_hit_rate")),
+    (17, "notes"),
+)
 #: The columns a terminal's summary table keeps however narrow the terminal (by header)...
 NARROW_KEEP = ("test", "method (k)", header("speedup"), "verdict", "result")
 #: ...and the others, in the order they come back as it widens. A column that does not fit
@@ -203,6 +216,8 @@ NARROW_ORDER = (
     header("alpha"),
     header("efficiency"),
     "accept len p10/p50/p90",
+    header("baseline_prefix_cache_hit_rate"),
+    header("speculative_prefix_cache_hit_rate"),
     "notes",
 )
 #: The narrowest the test column is wrapped to when the kept columns do not fit.
@@ -214,13 +229,14 @@ def _table(results: Iterable[ReportEntry]) -> tuple[list[str], list[list[str]]]:
     result fills them."""
     table = rows(results)
     headers = list(HEADERS)
-    empty = set()
-    for index, title in OPTIONAL:
-        if any(row[index] for row in table):
-            headers.insert(index, title)
-        else:
-            empty.add(index)
-    return headers, [[cell for i, cell in enumerate(row) if i not in empty] for row in table]
+    for index, title in OPTIONAL:  # every column, in row order
+        headers.insert(index, title)
+    empty = {index for index, _ in OPTIONAL if not any(row[index] for row in table)}
+
+    def kept(row: Sequence[str]) -> list[str]:
+        return [cell for i, cell in enumerate(row) if i not in empty]
+
+    return kept(headers), [kept(row) for row in table]
 
 
 def render(results: Iterable[ReportEntry], tablefmt: str = "simple") -> str:

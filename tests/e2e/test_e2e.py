@@ -232,6 +232,9 @@ def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     assert first["match_rate"] >= 0.75
     assert len(first["baseline"]["token_ids"]) == 4
     assert first["baseline"]["tpot"] > 0 and first["speculative"]["ttft"] > 0
+    for side in ("baseline", "speculative"):  # the prefix cache's, from each engine's counters
+        assert 0 <= first[side]["prefix_cache_hit_rate"] <= 1, first[side]
+        assert first[side]["prefix_cache_queries"] > 0
     assert results[4]["acceptance_rate"] < 0.5 and results[4]["passed"] is False
     assert results[4]["category"] == "creative"
     env = report["environment"]
@@ -247,6 +250,7 @@ def test_load_in_the_report(suite_run: Any) -> None:
     assert [p["rate"] for p in passed["points"]] == [4, "inf"]
     for side in ("baseline", "speculative"):
         assert passed["points"][0][side]["tpot"]["50"] > 0
+        assert 0 <= passed["points"][0][f"{side}_prefix_cache_hit_rate"] <= 1  # its counters
     assert passed["slo"] == {"ttft_ms": 5000, "tpot_ms": 500}
     # where speculation stops paying, in one of its words (which, the figures decide)
     assert "speculation pays " in output or "speculation does not lower" in output

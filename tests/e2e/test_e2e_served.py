@@ -140,6 +140,8 @@ def test_suite_measures_two_running_servers(servers: Servers, pytester: pytest.P
     per_position = entry["acceptance_per_position"]
     assert len(per_position) == K and all(rate > 0 for rate in per_position), per_position
     assert entry["memory"].startswith("served")
+    for side in ("baseline", "speculative"):  # each server's prefix cache, from its /metrics
+        assert 0 <= entry[side]["prefix_cache_hit_rate"] <= 1, entry[side]
     assert report["environment"]["vllm"]
     assert report["session"]["engine_starts"] == 0
     assert "other_traffic" not in entry["notes"]
@@ -189,6 +191,8 @@ def test_load_on_two_real_servers(servers: Servers) -> None:
     assert low.baseline.tpot is not None and low.speculative.tpot is not None
     assert low.baseline.tpot[50] <= low.baseline.tpot[90] <= low.baseline.tpot[99]
     assert low.baseline.itl is not None and low.speculative.ttft is not None
+    for rate in (low.baseline_prefix_cache_hit_rate, low.speculative_prefix_cache_hit_rate):
+        assert rate is not None and 0 <= rate <= 1  # each server's prefix cache, from /metrics
     assert r.num_speculative_tokens == K and r.method == "served"
     assert low.offered_rate == pytest.approx(4.0)
     # as each server logged them: 2 warm-up requests, then 3 rounds of 6 per rate (4 req/s

@@ -38,9 +38,21 @@ vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} 0
 """
 
 
+CACHE_METRICS = """# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}
+vllm:prefix_cache_queries_created{{engine="0",model_name="m"}} 1.7e9
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}
+"""
+
+
 def metrics_text(speculating: bool = True, **values: int) -> str:
-    defaults = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos0": 0, "pos1": 0, "requests": 0}
+    """A /metrics page; with ``queries`` (and ``hits``), the prefix-cache counters too."""
+    defaults = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos0": 0, "pos1": 0, "requests": 0,
+                "hits": 0}  # fmt: skip
     page = (SPEC_METRICS if speculating else "") + REQUEST_METRICS
+    if "queries" in values:
+        page += CACHE_METRICS
     return page.format(**{**defaults, **values})
 
 
@@ -49,6 +61,13 @@ def test_parse_metrics_sums_labels_and_orders_positions() -> None:
         metrics_text(drafts=10, draft_tokens=20, accepted=15, pos0=9, pos1=6, requests=4)
     )
     assert metrics == ServerMetrics(Counters(10, 20, 15, (9, 6)), requests=4, speculating=True)
+
+
+def test_parse_metrics_reads_the_prefix_cache_counters() -> None:
+    counters = parse_metrics(metrics_text(speculating=False, queries=400, hits=300)).counters
+    assert (counters.prefix_cache_queries, counters.prefix_cache_hits) == (400, 300)
+    assert counters.prefix_cache_hit_rate == 0.75
+    assert parse_metrics(metrics_text()).counters.prefix_cache_hit_rate is None  # none looked up
 
 
 def test_parse_metrics_tells_a_server_without_speculation() -> None:
@@ -67,6 +86,8 @@ class FakeServer:
     each of ours. A prompt ``"fail"`` gets an error event in its stream. A stream that asks
     for usage ends with a usage chunk, which carries ``metrics.speculative_decoding`` when
     ``spec_decoding`` is given (as a server started with ``--per-request-spec-decode-metrics``).
+    ``cache`` (prompt tokens looked up, found cached) puts the prefix-cache counters on
+    /metrics, that many per request.
     """
 
     def __init__(
@@ -88,7 +109,9 @@ class FakeServer:
         endless: bool = False,
         token_ids: bool = True,
         short: int = 1,
+        cache: tuple[int, int] | None = None,
     ) -> None:
+        self.cache = cache
         self.requests = 0
         self.old, self.started, self.restart_at = old, started, restart_at
         self.page, self.endless = page, endless
@@ -219,6 +242,8 @@ class FakeServer:
         n = self.requests + self.old
         counts = {"drafts": n * 4, "draft_tokens": n * 8, "accepted": n * 6,
                   "pos0": n * 4, "pos1": n * 2, "requests": n}  # fmt: skip
+        if self.cache is not None:
+            counts.update(queries=n * self.cache[0], hits=n * self.cache[1])
         text = metrics_text(self.speculating, **counts)
         if self.started is not None:
             text += "# TYPE process_start_time_seconds gauge\n"
@@ -293,6 +318,8 @@ def test_the_plain_calls_keep_their_dict_shapes(server: FakeServer) -> None:
         "num_draft_tokens": 8,
         "num_accepted_tokens": 6,
         "accepted_per_position": [4, 2],
+        "prefix_cache_queries": 0,
+        "prefix_cache_hits": 0,
     }
 
 
@@ -623,6 +650,62 @@ def test_a_served_run_says_it_has_no_phase_figures(
     assert draft == {"question": "choice of draft", "answer": "unknown",
                      "figure": "no phase figures: served engine"}  # fmt: skip
     assert "no phase figures: served engine" in (pytester.path / "r.html").read_text()
+
+
+def test_a_speculative_server_that_loses_cache_hits_is_flagged(
+    pytester: pytest.Pytester, servers: Any
+) -> None:
+    """Both servers' prefix-cache hit rates from their counters, in the result, the summary
+    table and the exports; a speculative side whose hit rate is clearly below the baseline's
+    on the same requests gets a warning, a note and the checklist's answer."""
+    base = servers(speculating=False, cache=(100, 90))
+    spec = servers(cache=(100, 30))
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
+        "--specdecode-trials", "3", "--specdecode-report", "r.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "WARNING: the speculative engine's prefix-cache hit rate is clearly below" in out
+    assert "base cache hit" in out and "spec cache hit" in out
+    report = json.loads((pytester.path / "r.json").read_text())
+    entry = report["results"][0]
+    assert entry["baseline"]["prefix_cache_hit_rate"] == pytest.approx(0.9)
+    assert entry["speculative"]["prefix_cache_hit_rate"] == pytest.approx(0.3)
+    assert entry["baseline"]["prefix_cache_queries"] == 3 * 2 * 100  # 3 rounds of 2 requests
+    assert entry["prefix_cache_gap"] == pytest.approx(-0.6)
+    assert entry["prefix_cache_gap_ci"] == pytest.approx([-0.6, -0.6])  # every round alike
+    assert entry["notes"]["prefix_cache"] == "hit rate 0.30 against 0.90"
+    (checklist,) = report["checklist"]
+    (line,) = [x for x in checklist["lines"] if x["question"] == "prefix cache kept"]
+    assert line["answer"] == "no"
+    assert "0.90 baseline, 0.30 speculative" in line["figure"]
+    assert "speculation costs the prefix cache" in checklist["summary"]
+    from pytest_specdecode.baselines.report import Report
+    from pytest_specdecode.reporting.export import bmf
+
+    (measures,) = bmf(Report.from_dict(report, "r.json")).values()
+    assert measures["speculative-prefix-cache-hit-rate"] == {"value": pytest.approx(0.3)}
+    assert measures["prefix-cache-gap"]["upper_value"] == pytest.approx(-0.6)
+
+
+def test_servers_that_keep_the_cache_alike_are_not_flagged(
+    pytester: pytest.Pytester, servers: Any
+) -> None:
+    base, spec = servers(speculating=False, cache=(100, 90)), servers(cache=(100, 88))
+    pytester.makepyfile(test_served=SUITE)
+    result = pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
+        "--specdecode-trials", "3", "--specdecode-report", "r.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert "prefix-cache hit rate is clearly below" not in result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert "prefix_cache" not in report["results"][0]["notes"]
+    (checklist,) = report["checklist"]
+    (line,) = [x for x in checklist["lines"] if x["question"] == "prefix cache kept"]
+    assert line["answer"] == "yes"
 
 
 def test_plugin_refuses_a_baseline_url_that_speculates(

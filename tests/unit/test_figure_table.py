@@ -73,8 +73,10 @@ def _typed_report() -> Report:
     result = replace(
         result, nodeid="t.py::test_a", speedup=1.8, speedup_ci=(1.7, 1.9), acceptance_rate=0.6,
         mean_acceptance_length=3.4, match_rate=1.0, num_drafts=7,
-        baseline=replace(result.baseline, tokens_per_second=100.0),
-        speculative=replace(result.speculative, tokens_per_second=180.0), phases=summary,
+        baseline=replace(result.baseline, tokens_per_second=100.0, prefix_cache_hit_rate=0.9),
+        speculative=replace(result.speculative, tokens_per_second=180.0,
+                            prefix_cache_hit_rate=0.3),
+        phases=summary, prefix_cache_gap=-0.6, prefix_cache_gap_ci=(-0.7, -0.5),
     )  # fmt: skip
     load = load_result(PAYING, nodeid="t.py::test_load")
     side = load.points[0].baseline
@@ -82,6 +84,8 @@ def _typed_report() -> Report:
         load.points[0], rate=2.0, tpot_speedup=1.4, tpot_speedup_ci=(1.2, 1.6),
         baseline=replace(side, tpot={50: 0.02}, goodput=1.5),
         speculative=replace(side, tpot={50: 0.015}, goodput=1.8),
+        baseline_prefix_cache_hit_rate=0.9, speculative_prefix_cache_hit_rate=0.3,
+        prefix_cache_gap=-0.6, prefix_cache_gap_ci=(-0.7, -0.5),
     )  # fmt: skip
     row = ScheduleRow(4, 3, 2, 1.5, (1.4, 1.6), 1.45, (1.3, 1.6), True)
     return Report(
@@ -163,13 +167,16 @@ def test_every_export_measure_is_a_row() -> None:
     ]
     assert bigger[1]["extra"] == (
         "baseline p50 TPOT ms 20.0; speculative p50 TPOT ms 15.0; "
-        "baseline goodput req/s 1.50; speculative goodput req/s 1.80"
+        "baseline goodput req/s 1.50; speculative goodput req/s 1.80; "
+        "baseline cache hit rate 0.900; speculative cache hit rate 0.300; "
+        "cache hit rate gap -0.600 (95% CI -0.700--0.500)"
     )
 
 
 def test_summary_table_headers_of_figures_come_from_the_table() -> None:
     headed = [f.header for f in FIGURE_TABLE if f.header]
-    assert set(headed) <= set(table.HEADERS) | set(table.RANKING_HEADERS)
+    optional = {title for _, title in table.OPTIONAL}
+    assert set(headed) <= set(table.HEADERS) | optional | set(table.RANKING_HEADERS)
     assert table.HEADERS[3:11] == (
         "base tok/s", "spec tok/s", "speedup [95% CI]", "accept rate", "accept len", "alpha",
         "eff.", "match",
@@ -194,7 +201,7 @@ def test_a_new_row_shows_up_in_export_and_junit(monkeypatch: pytest.MonkeyPatch)
     assert measures["num-drafts"] == {"value": 7.0}
     assert measures["spill-ms"] == {"value": 0.1}
     extra = export.github_action_benchmark(report)[0]["extra"]
-    assert "speculative tok/s 180.0; drafts 7; break-even length 2.10" in extra
+    assert "(95% CI -0.700--0.500); drafts 7; break-even length 2.10" in extra
     assert extra.endswith("; spill ms 0.10")
     smaller = export.github_action_benchmark_smaller(report)
     assert {"name": "t.py::test_a spill-ms", "unit": "ms", "value": 0.1} in smaller
