@@ -331,46 +331,46 @@ class ModeSource:
         self.engines.clear()
 
 
-def mode_figures(args: argparse.Namespace) -> None:
+def paired_blocks(
+    sources: dict[str, Any],
+    engines: tuple[str, Any, Any],
+    args: argparse.Namespace,
+    *,
+    name: str,
+    label: str,
+) -> dict[str, list[Any]]:
+    """Both sources' engines started first, then ``args.blocks`` blocks of one ``Bench.run``
+    per source (order alternating), each printed; then the per-block ratios first source /
+    second of speedup and tokens/s (geometric mean, 95% t-interval). The results per source."""
     from pytest_specdecode import Bench
-    from pytest_specdecode.engines.placement import IN_PROCESS, MULTIPROCESS
     from pytest_specdecode.measure.stats import ratio_interval
-    from pytest_specdecode.tiny.corpus import prompts
 
-    target, spec = tiny_configs()["target + draft"]
-    if args.method == "ngram":
-        spec = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
-    workload = prompts("structured", args.prompts)
-    modes = (IN_PROCESS, MULTIPROCESS)
-    sources = {m: ModeSource(m) for m in modes}
-    rows: dict[str, list[Any]] = {m: [] for m in modes}
-    print(
-        f"paired figures: {args.method} k=4, {args.prompts} structured prompts x "
-        f"{args.max_tokens} tokens, {args.blocks} blocks of one Bench.run per mode "
-        f"({args.trials} rounds + 1 warm-up each), mode order alternating"
-    )
+    target, spec, workload = engines
+    keys = tuple(sources)
+    rows: dict[str, list[Any]] = {k: [] for k in keys}
     try:
         benches = {
-            m: Bench(
+            k: Bench(
                 target,
                 spec,
                 dict(ENGINE_KWARGS),
-                source=sources[m],
+                source=sources[k],
                 cost_ratio="off",
                 progress=None,
-                name=f"startup-{m}",
-            )  # fmt: skip
-            for m in modes
+                name=f"{name}-{k}",
+            )
+            for k in keys
         }
-        for m in modes:  # start all four engines before any timed round
-            benches[m].engine("baseline")
-            benches[m].engine("speculative")
+        for k in keys:  # start all four engines before any timed round
+            benches[k].engine("baseline")
+            benches[k].engine("speculative")
         for block in range(args.blocks):
-            for m in modes if block % 2 == 0 else modes[::-1]:
-                r = benches[m].run(workload, max_tokens=args.max_tokens, trials=args.trials)
-                rows[m].append(r)
+            for k in keys if block % 2 == 0 else keys[::-1]:
+                r = benches[k].run(workload, max_tokens=args.max_tokens, trials=args.trials)
+                rows[k].append(r)
                 print(
-                    f"  block {block + 1} {m:12s} speedup {r.speedup:.3f}, tokens/s baseline "
+                    f"  block {block + 1} {k:12s} speedup {r.speedup:.3f} "
+                    f"[{r.speedup_ci[0]:.3f}-{r.speedup_ci[1]:.3f}], tokens/s baseline "
                     f"{r.baseline.tokens_per_second:.1f} speculative "
                     f"{r.speculative.tokens_per_second:.1f}, acceptance {r.acceptance_rate:.4f}"
                     f" (length {r.mean_acceptance_length:.3f}), match {r.match_rate:.3f}",
@@ -384,16 +384,35 @@ def mode_figures(args: argparse.Namespace) -> None:
         "baseline tokens/s": lambda r: r.baseline.tokens_per_second,
         "speculative tokens/s": lambda r: r.speculative.tokens_per_second,
     }
-    print("ratio in-process / multiprocess per block (geometric mean, 95% t-interval):")
-    for name, get in figures.items():
-        ratios = [
-            get(a) / get(b) for a, b in zip(rows[IN_PROCESS], rows[MULTIPROCESS], strict=True)
-        ]
+    print(f"ratio {label} per block (geometric mean, 95% t-interval):")
+    for figure, get in figures.items():
+        ratios = [get(a) / get(b) for a, b in zip(rows[keys[0]], rows[keys[1]], strict=True)]
         geo, (low, high) = ratio_interval(ratios)
         print(
-            f"  {name:21s} {geo:.4f} ({(geo - 1) * 100:+.2f}%), 95% CI {low:.4f}-{high:.4f}; "
+            f"  {figure:21s} {geo:.4f} ({(geo - 1) * 100:+.2f}%), 95% CI {low:.4f}-{high:.4f}; "
             f"per block {', '.join(f'{x:.3f}' for x in ratios)}"
         )
+    return rows
+
+
+def mode_figures(args: argparse.Namespace) -> None:
+    from pytest_specdecode.engines.placement import IN_PROCESS, MULTIPROCESS
+    from pytest_specdecode.tiny.corpus import prompts
+
+    target, spec = tiny_configs()["target + draft"]
+    if args.method == "ngram":
+        spec = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
+    workload = prompts("structured", args.prompts)
+    modes = (IN_PROCESS, MULTIPROCESS)
+    sources = {m: ModeSource(m) for m in modes}
+    print(
+        f"paired figures: {args.method} k=4, {args.prompts} structured prompts x "
+        f"{args.max_tokens} tokens, {args.blocks} blocks of one Bench.run per mode "
+        f"({args.trials} rounds + 1 warm-up each), mode order alternating"
+    )
+    rows = paired_blocks(
+        sources, (target, spec, workload), args, name="startup", label="in-process / multiprocess"
+    )
     for m in modes:
         acc = [r.acceptance_rate for r in rows[m]]
         length = [r.mean_acceptance_length for r in rows[m]]
@@ -481,64 +500,21 @@ class LaunchSource(ModeSource):
 def launch_figures(args: argparse.Namespace) -> None:
     import math
 
-    from pytest_specdecode import Bench
     from pytest_specdecode.engines.placement import DEFAULT_MODE
-    from pytest_specdecode.measure.stats import ratio_interval
     from pytest_specdecode.tiny.corpus import prompts
 
     target, spec = tiny_configs()["target + draft"]
     workload = prompts("structured", args.prompts)
     mode = args.mode or DEFAULT_MODE
-    sources = {m: LaunchSource(m, mode) for m in METHODS}
-    rows: dict[str, list[Any]] = {m: [] for m in METHODS}
+    sources = {m: LaunchSource(m, mode) for m in ("forkserver", "spawn")}
     print(
         f"paired figures: draft_model k=4, {args.prompts} structured prompts x "
         f"{args.max_tokens} tokens, engine mode {mode}, {args.blocks} blocks of one Bench.run "
         f"per method ({args.trials} rounds + 1 warm-up each), method order alternating"
     )
-    try:
-        benches = {
-            m: Bench(
-                target,
-                spec,
-                dict(ENGINE_KWARGS),
-                source=sources[m],
-                cost_ratio="off",
-                progress=None,
-                name=f"launch-{m}",
-            )
-            for m in METHODS
-        }
-        for m in METHODS:  # start all four engines before any timed round
-            benches[m].engine("baseline")
-            benches[m].engine("speculative")
-        for block in range(args.blocks):
-            for m in METHODS if block % 2 == 0 else METHODS[::-1]:
-                r = benches[m].run(workload, max_tokens=args.max_tokens, trials=args.trials)
-                rows[m].append(r)
-                print(
-                    f"  block {block + 1} {m:10s} speedup {r.speedup:.3f} "
-                    f"[{r.speedup_ci[0]:.3f}-{r.speedup_ci[1]:.3f}], tokens/s baseline "
-                    f"{r.baseline.tokens_per_second:.1f} speculative "
-                    f"{r.speculative.tokens_per_second:.1f}, acceptance {r.acceptance_rate:.4f}",
-                    flush=True,
-                )
-    finally:
-        for source in sources.values():
-            source.close()
-    figures = {
-        "speedup": lambda r: r.speedup,
-        "baseline tokens/s": lambda r: r.baseline.tokens_per_second,
-        "speculative tokens/s": lambda r: r.speculative.tokens_per_second,
-    }
-    print("ratio fork server / spawn per block (geometric mean, 95% t-interval):")
-    for name, get in figures.items():
-        ratios = [get(a) / get(b) for a, b in zip(rows["forkserver"], rows["spawn"], strict=True)]
-        geo, (low, high) = ratio_interval(ratios)
-        print(
-            f"  {name:21s} {geo:.4f} ({(geo - 1) * 100:+.2f}%), 95% CI {low:.4f}-{high:.4f}; "
-            f"per block {', '.join(f'{x:.3f}' for x in ratios)}"
-        )
+    rows = paired_blocks(
+        sources, (target, spec, workload), args, name="launch", label="fork server / spawn"
+    )
     for m in METHODS:
         widths = [math.log(r.speedup_ci[1] / r.speedup_ci[0]) for r in rows[m]]
         print(
