@@ -1,19 +1,21 @@
-"""How engine worker processes are launched: an in-process engine's worker (it runs the model
-itself) is forked from a fork server that imported torch and vLLM once, so that a start after
-the first skips their imports (``benchmarks/startup.py launch``); a multiprocess engine's
-worker is spawned, since vLLM then spawns its own engine-core and executor processes, each
-importing torch and vLLM again, and a forked worker saved no time there in the example suites.
+"""How engine worker processes are launched: spawned (the default), or, on request, forked
+from a fork server that imported torch and vLLM once, so that a start after a process's first
+skips their imports (``benchmarks/startup.py launch``: an in-process start of the tiny target
+3.8 s instead of 11.1 s). The fork server's own import delays a process's first engines, and
+in this project's real-engine tests, where most processes start one or two, it cost more than
+it saved (docs/validation.md "Engine start-up"): so it is opt-in.
 
 One server per launch environment (the caller's environment with the engine's own variables:
 ``LD_PRELOAD`` and whatever torch and vLLM read when imported; and ``sys.path``), so that a
 worker sees what a spawned one would; at most :data:`MAX_SERVERS` are kept, the least recently
 used let go. Each worker is then given the caller's exact environment
-(:func:`apply_environment`). The
-server is Python's own (``multiprocessing.forkserver``): a fresh interpreter that imports the
-modules and forks nothing but workers, never the caller (pytest), which may hold threads.
-``PYTEST_SPECDECODE_START_METHOD`` chooses for every engine: ``forkserver`` or ``spawn``
-(``auto``, the default, is the choice above); a platform without fork servers spawns, and a
-server that cannot start a worker falls back to ``spawn`` with a warning naming why.
+(:func:`apply_environment`). The server is Python's own (``multiprocessing.forkserver``): a
+fresh interpreter that imports the modules and forks nothing but workers, never the caller
+(pytest), which may hold threads. ``PYTEST_SPECDECODE_START_METHOD`` chooses: ``spawn`` (the
+default), ``forkserver`` for every engine, or ``auto`` (``forkserver`` for in-process engines,
+whose worker runs the model, ``spawn`` for multiprocess ones, where vLLM spawns its own
+processes anyway); a platform without fork servers spawns, and a server that cannot start a
+worker falls back to ``spawn`` with a warning naming why.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ from typing import Any
 from ..errors import SpecDecodeWarning
 from .placement import MULTIPROCESSING_ENV
 
-#: ``auto`` (the default: :func:`start_method`), ``forkserver`` or ``spawn``: how engine
+#: ``spawn`` (the default), ``forkserver`` or ``auto`` (:func:`start_method`): how engine
 #: workers are started.
 START_METHOD_ENV = "PYTEST_SPECDECODE_START_METHOD"
-START_METHODS = ("auto", "forkserver", "spawn")
+START_METHODS = ("spawn", "forkserver", "auto")
 
 #: What a server imports before it forks workers: its own set-up (output to ``/dev/null``),
 #: then what the worker imports to build its engine.
@@ -61,12 +63,12 @@ _broken: list[str] = []  # why the fork servers were given up on in this process
 
 
 def start_method(environ: Mapping[str, str] | None = None) -> str:
-    """How an engine worker launched in this environment starts (:data:`START_METHOD_ENV`;
-    ``auto``: ``forkserver`` where the worker runs the model itself, vLLM's
+    """How an engine worker launched in this environment starts (:data:`START_METHOD_ENV`,
+    default ``spawn``; ``auto``: ``forkserver`` where the worker runs the model itself, vLLM's
     ``VLLM_ENABLE_V1_MULTIPROCESSING`` being ``0``, else ``spawn``); ``spawn`` where the
     platform has no fork server or one failed in this process."""
     env = os.environ if environ is None else environ
-    method = env.get(START_METHOD_ENV, "auto").strip().lower() or "auto"
+    method = env.get(START_METHOD_ENV, "spawn").strip().lower() or "spawn"
     if method not in START_METHODS:
         raise ValueError(
             f"{START_METHOD_ENV}={env[START_METHOD_ENV]!r}: must be one of "
