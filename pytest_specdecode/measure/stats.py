@@ -31,12 +31,8 @@ def ratio_interval(ratios: Sequence[float]) -> tuple[float, tuple[float, float]]
         raise ValueError("at least two paired rounds are needed for an interval")
     if any(r <= 0 or not math.isfinite(r) for r in ratios):
         raise ValueError(f"ratios must be positive and finite, got {list(ratios)}")
-    logs = [math.log(r) for r in ratios]
-    n = len(logs)
-    mean = sum(logs) / n
-    var = sum((x - mean) ** 2 for x in logs) / (n - 1)
-    half = t975(n - 1) * math.sqrt(var / n)
-    return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
+    mean, (low, high) = difference_interval([math.log(r) for r in ratios])
+    return math.exp(mean), (math.exp(low), math.exp(high))
 
 
 def difference_interval(differences: Sequence[float]) -> tuple[float, tuple[float, float]]:
