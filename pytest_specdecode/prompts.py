@@ -77,22 +77,28 @@ def _parse(line: str, where: str) -> Any:
 
 
 # The standard sets shipped with the package, the user's own files and chat templates
-# (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat.
+# (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat, and
+# conversations for Bench.conversation: prompts.standard_conversations,
+# prompts.conversations_from_file.
 from .workloads import (  # noqa: E402
     STANDARD_SETS,
     chat,
+    conversations_from_file,
     file_lines,
     from_file,
     read_prompt_file,
     standard,
+    standard_conversations,
 )
 
 __all__ = [
     "STANDARD_SETS",
     "Prompt",
     "chat",
+    "conversations_from_file",
     "from_file",
     "load_prompts",
     "prompt_schema",
     "standard",
+    "standard_conversations",
 ]
