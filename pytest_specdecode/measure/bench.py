@@ -368,7 +368,7 @@ class Bench:
         results: list[Result] = []
         for turn, turn_label in enumerate(labels, start=1):
             prompts = render(
-                model, convs, answers, turn, system=system, tokenize=not self.served,
+                model, convs, answers, turn, system=system, tokenize=True,
                 template_kwargs=chat_template_kwargs or {},
             )  # fmt: skip
             sampling = {k: v for k, v in run_kwargs.items() if k != "trials"}

@@ -124,7 +124,7 @@ def render(
 ) -> list[Any]:
     """Each conversation's prompt for ``turn`` through ``model``'s chat template
     (:func:`~pytest_specdecode.workloads.chat`): token prompts (``tokenize``; the template's
-    special tokens are not added again) or texts."""
+    special tokens are not added again; a server gets the token ids too) or texts."""
     from ..workloads import chat
 
     if not isinstance(template_kwargs, Mapping):
