@@ -5,17 +5,19 @@ shared-prefix traffic.
 Reached as ``pytest_specdecode.prompts.standard``, ``prompts.from_file``, ``prompts.chat`` and
 ``prompts.shared_prefix``. The data sets live in ``pytest_specdecode/data/<set>/``
 (gzip-compressed, each beside its ``LICENSE`` and ``SOURCE.md``) and are read without network.
-``chat`` (and ``shared_prefix`` with a ``model``) imports transformers only when called.
+``chat`` imports transformers only when called (``shared_prefix`` reads a folder's
+``tokenizer.json`` with ``tokenizers`` alone).
 """
 
 from __future__ import annotations
 
 import codecs
 import gzip
+import importlib.util
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -455,15 +457,17 @@ def shared_prefix(
     traffic (one long system prompt or document ahead of many requests) for ``run`` and ``load``.
 
     The prefix is ``prefix`` (your own text, e.g. your system prompt) or ``prefix_length`` long,
-    drawn from the shipped GSM8K problems (MIT; seeded by ``seed``): ``prefix_length`` counts
-    tokens of ``model``'s tokenizer where ``model`` is given (a local folder, or a name already
-    in the Hugging Face cache, as for :func:`chat`; tokens are what the prefix cache counts: the
-    prefix is cut after that many), words otherwise (about 1.3 tokens each for a common English
-    tokenizer). ``share`` (above 0, at most 1) is the fraction of the prompts that carry it,
-    rounded to the nearest whole prompt (halves up); which ones is a seeded draw, and a larger
-    share keeps those of a smaller one. A carrier is ``prefix + "\\n\\n" + prompt``; the other
-    prompts are left as they are, and the order is kept. Text prompts only: for a chat model,
-    template the result (``chat(model, shared_prefix(...), tokenize=True)``).
+    drawn from the shipped GSM8K problems (MIT; seeded by ``seed``). With ``model`` (a local
+    folder, or a name already in the Hugging Face cache: nothing is downloaded),
+    ``prefix_length`` counts that model's tokens, what the prefix cache counts (the prefix is cut
+    after that many; a folder's ``tokenizer.json`` is read with ``tokenizers`` alone); without,
+    it counts words (a tokenizer makes more tokens of them: give ``model`` where the number of
+    cache blocks matters). ``share`` (above 0,
+    at most 1) is the fraction of the prompts that carry it, rounded to the nearest whole
+    prompt (halves up); which ones is a seeded draw, and a larger share keeps those of a smaller
+    one. A carrier is ``prefix + "\\n\\n" + prompt``; the other prompts are left as they are, and
+    the order is kept. Text prompts only: for a chat model, template the result
+    (``chat(model, shared_prefix(...), tokenize=True)``).
     """
     where = "shared_prefix(...)"
     texts = _prefix_prompts(where, prompts)
@@ -506,8 +510,8 @@ def shared_prefix(
                 f"{where}: prefix_length must be a positive integer ({unit}), got "
                 f"{prefix_length!r:.40}"
             )
-        tokenizer = None if model is None else _tokenizer(str(model), "shared_prefix")
-        head = _prefix_text(prefix_length, seed, tokenizer)
+        codec = None if model is None else _token_codec(str(model))
+        head = _prefix_text(prefix_length, seed, codec)
     order = list(range(len(texts)))
     random.Random(f"shared_prefix/share/{seed}").shuffle(order)
     carriers = set(order[:count])
@@ -540,9 +544,32 @@ def _prefix_pool() -> tuple[str, ...]:
     return tuple(turns[0] for _, turns in _records("gsm8k") if turns[0].isascii())
 
 
-def _prefix_text(length: int, seed: int, tokenizer: Any) -> str:
-    """``length`` words (``tokenizer`` None) or tokens of the pool's problems, in a seeded
-    order (reshuffled after each pass), separated by blank lines."""
+#: A tokenizer's encode (no special tokens added) and decode.
+TokenCodec = tuple[Callable[[str], list[int]], Callable[[list[int]], str]]
+
+
+def _token_codec(model: str) -> TokenCodec:
+    """The model's tokenizer: its folder's ``tokenizer.json`` through ``tokenizers`` (no
+    transformers, no torch), else loaded as :func:`chat` loads it."""
+    path = Path(model).expanduser() / "tokenizer.json"
+    if path.is_file() and importlib.util.find_spec("tokenizers") is not None:
+        from tokenizers import Tokenizer
+
+        fast = Tokenizer.from_file(str(path))
+        return (
+            lambda text: list(fast.encode(text, add_special_tokens=False).ids),
+            lambda ids: str(fast.decode(ids)),
+        )
+    tokenizer = _tokenizer(model, "shared_prefix")
+    return (
+        lambda text: list(tokenizer.encode(text, add_special_tokens=False)),
+        lambda ids: str(tokenizer.decode(ids)),
+    )
+
+
+def _prefix_text(length: int, seed: int, codec: TokenCodec | None) -> str:
+    """``length`` words (``codec`` None) or tokens of the pool's problems, in a seeded order
+    (reshuffled after each pass), separated by blank lines."""
     rng = random.Random(f"shared_prefix/text/{seed}")
     parts: list[str] = []
     words, enough = 0, length
@@ -555,11 +582,12 @@ def _prefix_text(length: int, seed: int, tokenizer: Any) -> str:
             if words < enough:
                 continue
             joined = PREFIX_SEPARATOR.join(parts)
-            if tokenizer is None:
+            if codec is None:
                 return _first_words(joined, length)
-            ids = tokenizer.encode(joined, add_special_tokens=False)
+            encode, decode = codec
+            ids = encode(joined)
             if len(ids) >= length:
-                return str(tokenizer.decode(ids[:length]))
+                return decode(ids[:length])
             enough = 2 * words  # a tokenizer with fewer tokens than words: draw more
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,10 +131,23 @@ def test_bad_arguments_name_the_input_and_the_fix(
     assert re.match(r"shared_prefix\(", str(error.value))
 
 
-def test_without_a_model_no_transformers() -> None:
+def test_a_folder_without_a_tokenizer_is_named(tmp_path: Path) -> None:
+    message = (
+        r"^shared_prefix\('.*'\): cannot load a tokenizer .* shared_prefix\(\) never downloads: "
+        "give the model's folder"
+    )
+    with pytest.raises(ConfigError, match=message):
+        prompts.shared_prefix(TEXTS, prefix_length=5, model=tmp_path)
+
+
+@pytest.mark.parametrize("model", [None, str(TARGET)])
+def test_no_transformers_imported(model: str | None) -> None:
+    """Words, or a folder's tokenizer.json read with tokenizers alone: no transformers (nor
+    torch) in a pytest process that builds its prompts at collection."""
     code = (
         "import sys; from pytest_specdecode import prompts; "
-        "prompts.shared_prefix(['a'], prefix_length=9); print('transformers' in sys.modules)"
+        f"prompts.shared_prefix(['a'], prefix_length=9, model={model!r}); "
+        "print('transformers' in sys.modules, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
