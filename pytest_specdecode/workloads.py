@@ -442,6 +442,8 @@ def _tokenizer(model: str, call: str = "chat") -> Any:
 # -- shared-prefix traffic ---------------------------------------------------------------------
 #: What goes between the shared prefix and a prompt's own text.
 PREFIX_SEPARATOR = "\n\n"
+#: The longest prefix drawn (tokens or words): beyond any model's context.
+MAX_PREFIX_LENGTH = 10_000_000
 
 
 def shared_prefix(
@@ -503,12 +505,12 @@ def shared_prefix(
         if (
             isinstance(prefix_length, bool)
             or not isinstance(prefix_length, int)
-            or prefix_length < 1
+            or not 1 <= prefix_length <= MAX_PREFIX_LENGTH
         ):
             unit = "tokens" if model is not None else "words"
             raise ConfigError(
-                f"{where}: prefix_length must be a positive integer ({unit}), got "
-                f"{prefix_length!r:.40}"
+                f"{where}: prefix_length must be a positive integer ({unit}) of at most "
+                f"{MAX_PREFIX_LENGTH:,}, got {prefix_length!r:.40}"
             )
         codec = None if model is None else _token_codec(str(model))
         head = _prefix_text(prefix_length, seed, codec)

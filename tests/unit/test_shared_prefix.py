@@ -102,10 +102,13 @@ def test_your_own_prefix_goes_in_as_it_is() -> None:
          "prefix_length= sizes a drawn one: give one of the two ways"),
         (TEXTS, {"prefix": "x", "model": TARGET}, "model= sizes a drawn one"),
         (TEXTS, {"prefix": " "}, "prefix must be a non-empty text"),
-        (TEXTS, {"prefix_length": 0}, r"prefix_length must be a positive integer \(words\), "
-         "got 0"),
-        (TEXTS, {"prefix_length": 2.5, "model": TARGET}, r"positive integer \(tokens\), got 2.5"),
+        (TEXTS, {"prefix_length": 0}, r"prefix_length must be a positive integer \(words\) of at "
+         "most 10,000,000, got 0"),
+        (TEXTS, {"prefix_length": 2.5, "model": TARGET}, r"positive integer \(tokens\) of at "
+         "most 10,000,000, got 2.5"),
         (TEXTS, {"prefix_length": True}, "prefix_length must be a positive integer"),
+        (TEXTS, {"prefix_length": 10**8}, r"positive integer \(words\) of at most 10,000,000, "
+         "got 100000000"),
         (TEXTS, {"prefix_length": 5, "share": 0}, "share must be a number above 0 and at most 1 "
          r"\(the fraction of the prompts that carry the prefix\), got 0"),
         (TEXTS, {"prefix_length": 5, "share": 1.5}, "share must be a number above 0"),
