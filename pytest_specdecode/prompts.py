@@ -77,13 +77,15 @@ def _parse(line: str, where: str) -> Any:
 
 
 # The standard sets shipped with the package, the user's own files and chat templates
-# (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat.
+# (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat, and
+# shared-prefix traffic: prompts.shared_prefix.
 from .workloads import (  # noqa: E402
     STANDARD_SETS,
     chat,
     file_lines,
     from_file,
     read_prompt_file,
+    shared_prefix,
     standard,
 )
 
@@ -94,5 +96,6 @@ __all__ = [
     "from_file",
     "load_prompts",
     "prompt_schema",
+    "shared_prefix",
     "standard",
 ]
