@@ -79,7 +79,7 @@ def _parse(line: str, where: str) -> Any:
 # The standard sets shipped with the package, the user's own files and chat templates
 # (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat, and
 # conversations for Bench.conversation: prompts.standard_conversations,
-# prompts.conversations_from_file.
+# prompts.conversations_from_file; shared-prefix traffic: prompts.shared_prefix.
 from .workloads import (  # noqa: E402
     STANDARD_SETS,
     chat,
@@ -87,6 +87,7 @@ from .workloads import (  # noqa: E402
     file_lines,
     from_file,
     read_prompt_file,
+    shared_prefix,
     standard,
     standard_conversations,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "from_file",
     "load_prompts",
     "prompt_schema",
+    "shared_prefix",
     "standard",
     "standard_conversations",
 ]

@@ -1,19 +1,23 @@
 """Standard workloads offline: MT-Bench, HumanEval and GSM8K shipped in the package, the user's
-own prompt files (vLLM's custom JSONL, ShareGPT JSON, plain text) and chat templates.
+own prompt files (vLLM's custom JSONL, ShareGPT JSON, plain text), chat templates and
+shared-prefix traffic.
 
-Reached as ``pytest_specdecode.prompts.standard``, ``prompts.from_file`` and ``prompts.chat``.
-The data sets live in ``pytest_specdecode/data/<set>/`` (gzip-compressed, each beside its
-``LICENSE`` and ``SOURCE.md``) and are read without network. ``chat`` imports transformers only
-when called.
+Reached as ``pytest_specdecode.prompts.standard``, ``prompts.from_file``, ``prompts.chat`` and
+``prompts.shared_prefix``. The data sets live in ``pytest_specdecode/data/<set>/``
+(gzip-compressed, each beside its ``LICENSE`` and ``SOURCE.md``) and are read without network.
+``chat`` imports transformers only when called (``shared_prefix`` reads a folder's
+``tokenizer.json`` with ``tokenizers`` alone).
 """
 
 from __future__ import annotations
 
 import codecs
 import gzip
+import importlib.util
 import json
 import random
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -28,6 +32,7 @@ __all__ = [
     "chat",
     "conversations_from_file",
     "from_file",
+    "shared_prefix",
     "standard",
     "standard_conversations",
 ]
@@ -519,17 +524,177 @@ def _conversation(where: str, index: int, item: Any, system: str | None) -> list
     )
 
 
-def _tokenizer(model: str) -> Any:
+def _tokenizer(model: str, call: str = "chat") -> Any:
     folder = Path(model).expanduser()
     if (folder.is_absolute() or model.startswith((".", "~"))) and not folder.is_dir():
-        raise ConfigError(f"chat({model!r}): no such model folder")
+        raise ConfigError(f"{call}({model!r}): no such model folder")
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(model, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"chat({model!r}): cannot load a tokenizer from a local folder or the Hugging Face "
-            f"cache ({str(exc).splitlines()[0]:.200}); chat() never downloads: give the model's "
-            "folder"
+            f"{call}({model!r}): cannot load a tokenizer from a local folder or the Hugging Face "
+            f"cache ({str(exc).splitlines()[0]:.200}); {call}() never downloads: give the "
+            "model's folder"
         ) from None
+
+
+# -- shared-prefix traffic ---------------------------------------------------------------------
+#: What goes between the shared prefix and a prompt's own text.
+PREFIX_SEPARATOR = "\n\n"
+#: The longest prefix drawn (tokens or words): beyond any model's context.
+MAX_PREFIX_LENGTH = 10_000_000
+
+
+def shared_prefix(
+    prompts: Sequence[str],
+    *,
+    prefix_length: int | None = None,
+    share: float = 1.0,
+    seed: int = 0,
+    model: str | Path | None = None,
+    prefix: str | None = None,
+) -> list[str]:
+    """The prompts with one common prefix in front of a ``share`` of them: shared-prefix
+    traffic (one long system prompt or document ahead of many requests) for ``run`` and ``load``.
+
+    The prefix is ``prefix`` (your own text, e.g. your system prompt) or ``prefix_length`` long,
+    drawn from the shipped GSM8K problems (MIT; seeded by ``seed``). With ``model`` (a local
+    folder, or a name already in the Hugging Face cache: nothing is downloaded),
+    ``prefix_length`` counts that model's tokens, what the prefix cache counts (the prefix is cut
+    after that many; a folder's ``tokenizer.json`` is read with ``tokenizers`` alone); without,
+    it counts words (a tokenizer makes more tokens of them: give ``model`` where the number of
+    cache blocks matters). ``share`` (above 0,
+    at most 1) is the fraction of the prompts that carry it, rounded to the nearest whole
+    prompt (halves up); which ones is a seeded draw, and a larger share keeps those of a smaller
+    one. A carrier is ``prefix + "\\n\\n" + prompt``; the other prompts are left as they are, and
+    the order is kept. Text prompts only: for a chat model, template the result
+    (``chat(model, shared_prefix(...), tokenize=True)``).
+    """
+    where = "shared_prefix(...)"
+    texts = _prefix_prompts(where, prompts)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise ConfigError(
+            f"{where}: share must be a number above 0 and at most 1 (the fraction of the "
+            f"prompts that carry the prefix), got {share!r:.40}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"{where}: seed must be an integer, got {seed!r:.40}")
+    count = int(share * len(texts) + 0.5)
+    if count == 0:
+        raise ConfigError(
+            f"{where}: share={share} of {len(texts)} prompts rounds to none; give a share of at "
+            f"least {0.5 / len(texts):.3g}, or more prompts"
+        )
+    if prefix is not None:
+        if prefix_length is not None or model is not None:
+            extra = "prefix_length=" if prefix_length is not None else "model="
+            raise ConfigError(
+                f"{where}: prefix= is the prefix as it is; {extra} sizes a drawn one: give one "
+                "of the two ways"
+            )
+        if not isinstance(prefix, str) or not prefix.strip():
+            raise ConfigError(f"{where}: prefix must be a non-empty text, got {prefix!r:.80}")
+        head = prefix
+    else:
+        if prefix_length is None:
+            raise ConfigError(
+                f"{where}: give prefix_length= (the prefix's length: tokens with model=, words "
+                "without) or prefix= (your own text)"
+            )
+        if (
+            isinstance(prefix_length, bool)
+            or not isinstance(prefix_length, int)
+            or not 1 <= prefix_length <= MAX_PREFIX_LENGTH
+        ):
+            unit = "tokens" if model is not None else "words"
+            raise ConfigError(
+                f"{where}: prefix_length must be a positive integer ({unit}) of at most "
+                f"{MAX_PREFIX_LENGTH:,}, got {prefix_length!r:.40}"
+            )
+        codec = None if model is None else _token_codec(str(model))
+        head = _prefix_text(prefix_length, seed, codec)
+    order = list(range(len(texts)))
+    random.Random(f"shared_prefix/share/{seed}").shuffle(order)
+    carriers = set(order[:count])
+    return [
+        f"{head}{PREFIX_SEPARATOR}{text}" if i in carriers else text for i, text in enumerate(texts)
+    ]
+
+
+def _prefix_prompts(where: str, prompts: Any) -> list[str]:
+    """The prompts as a list of non-empty texts; a token prompt is refused with the way round."""
+    if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
+        raise ConfigError(f"{where}: expected a list of text prompts, got {prompts!r:.80}")
+    if not prompts:
+        raise ConfigError(f"{where}: the prompt list is empty")
+    for i, p in enumerate(prompts):
+        if isinstance(p, Mapping):
+            raise ConfigError(
+                f"{where}: prompt {i} is a vLLM prompt dict; give the texts, and tokenize after "
+                "(prompts.chat(model, shared_prefix(texts, ...), tokenize=True) for a chat model)"
+            )
+        if not isinstance(p, str) or not p:
+            raise ConfigError(f"{where}: prompt {i} must be a non-empty text, got {p!r:.80}")
+    return list(prompts)
+
+
+@cache
+def _prefix_pool() -> tuple[str, ...]:
+    """The texts a drawn prefix is made of: the shipped GSM8K problems that are plain ASCII
+    (cut after a token, such a text decodes back to the same tokens)."""
+    return tuple(turns[0] for _, turns in _records("gsm8k") if turns[0].isascii())
+
+
+#: A tokenizer's encode (no special tokens added) and decode.
+TokenCodec = tuple[Callable[[str], list[int]], Callable[[list[int]], str]]
+
+
+def _token_codec(model: str) -> TokenCodec:
+    """The model's tokenizer: its folder's ``tokenizer.json`` through ``tokenizers`` (no
+    transformers, no torch), else loaded as :func:`chat` loads it."""
+    path = Path(model).expanduser() / "tokenizer.json"
+    if path.is_file() and importlib.util.find_spec("tokenizers") is not None:
+        from tokenizers import Tokenizer
+
+        fast = Tokenizer.from_file(str(path))
+        return (
+            lambda text: list(fast.encode(text, add_special_tokens=False).ids),
+            lambda ids: str(fast.decode(ids)),
+        )
+    tokenizer = _tokenizer(model, "shared_prefix")
+    return (
+        lambda text: list(tokenizer.encode(text, add_special_tokens=False)),
+        lambda ids: str(tokenizer.decode(ids)),
+    )
+
+
+def _prefix_text(length: int, seed: int, codec: TokenCodec | None) -> str:
+    """``length`` words (``codec`` None) or tokens of the pool's problems, in a seeded order
+    (reshuffled after each pass), separated by blank lines."""
+    rng = random.Random(f"shared_prefix/text/{seed}")
+    parts: list[str] = []
+    words, enough = 0, length
+    while True:
+        order = list(_prefix_pool())
+        rng.shuffle(order)
+        for text in order:
+            parts.append(text)
+            words += len(text.split())
+            if words < enough:
+                continue
+            joined = PREFIX_SEPARATOR.join(parts)
+            if codec is None:
+                return _first_words(joined, length)
+            encode, decode = codec
+            ids = encode(joined)
+            if len(ids) >= length:
+                return decode(ids[:length])
+            enough = 2 * words  # a tokenizer with fewer tokens than words: draw more
+
+
+def _first_words(text: str, n: int) -> str:
+    """``text`` up to the end of its ``n``-th word (runs of non-space)."""
+    ends = [m.end() for m in re.finditer(r"\S+", text)]
+    return text[: ends[n - 1]]

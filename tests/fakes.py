@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -210,25 +210,25 @@ class FakeEngine(SimulatedEngine):
             self._counters = self._counters + Counters(100, 400, accepted, (accepted // 4,) * 4)
             if source.per_request:
                 requests = tuple(self._with_acceptance(request, i, k) for i in range(len(prompts)))
-        self._look_up(len(prompts), prompts)
+        self._look_up(prompts)
         profile = step_profile(source, self.config, len(prompts), sampling, concurrency, elapsed)
         note = "" if profile is not None else source.profile_note
         return Round(elapsed, requests, profile=profile, profile_note=note)
 
-    def _look_up(self, requests: int, prompts: Sequence[Any] = ()) -> None:
-        """Count ``requests`` prefix-cache lookups as the source's ``cache`` says, or with
-        ``prefix_cache`` on, look ``prompts`` up in a cache of the prompts this engine saw."""
+    def _look_up(self, prompts: Sequence[Any]) -> None:
+        """Count each prompt's prefix-cache lookup as the source's ``cache`` says, or with
+        ``prefix_cache`` on, look the prompts up in a cache of the prompts this engine saw."""
         if self.source.prefix_cache and prompts:
             self._simulate_cache(prompts)
             return
         cache = self.source.cache
         if cache is None:
             return
-        queries, hits = cache["speculative" if self.config.speculative_json else "baseline"]
-        looked = Counters(
-            prefix_cache_queries=queries * requests, prefix_cache_hits=hits * requests
-        )
-        self._counters = self._counters + looked
+        side = "speculative" if self.config.speculative_json else "baseline"
+        for prompt in prompts:
+            queries, hits = cache(side, prompt) if callable(cache) else cache[side]
+            looked = Counters(prefix_cache_queries=queries, prefix_cache_hits=hits)
+            self._counters = self._counters + looked
 
     def _simulate_cache(self, prompts: Sequence[Any]) -> None:
         """A prefix cache of whole prompts, one token (a token id, or a character of a text) a
@@ -283,7 +283,7 @@ class FakeEngine(SimulatedEngine):
         ``max_tokens`` tokens per request; the speculative engine's counters count its
         steps."""
         check_arrivals(arrivals, len(prompts))
-        self._look_up(len(prompts))
+        self._look_up(prompts)
         source, k = self.source, self.config.num_speculative_tokens
         speculative = self.config.speculative_json is not None and k > 0
         scale = 0.1 if self.draft else 1.0
@@ -352,8 +352,10 @@ class FakeSource(SimulatedSource):
         self.fail_start: set[str] = set()  # targets whose FakeWorker fails to start
         self.vllm_version = "fake"  # the engines' vLLM version, as the environment records it
         #: per side ("baseline", "speculative"): prompt tokens each request looks up in the
-        #: prefix cache and finds there (None: no prefix-cache counters, as before vLLM's)
-        self.cache: dict[str, tuple[int, int]] | None = None
+        #: prefix cache and finds there, or a function of the side and the prompt that gives
+        #: them (None: no prefix-cache counters, as before vLLM's)
+        self.cache: dict[str, tuple[int, int]] | Callable[[str, Any], tuple[int, int]] | None
+        self.cache = None
         #: each engine simulates a prefix cache of the prompts it saw (``_simulate_cache``)
         self.prefix_cache = False
         self.sent: list[tuple[str, list[Any]]] = []  # (side, prompts) of every round, in order

