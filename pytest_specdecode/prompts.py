@@ -78,24 +78,29 @@ def _parse(line: str, where: str) -> Any:
 
 # The standard sets shipped with the package, the user's own files and chat templates
 # (pytest_specdecode/workloads.py): prompts.standard, prompts.from_file, prompts.chat, and
-# shared-prefix traffic: prompts.shared_prefix.
+# conversations for Bench.conversation: prompts.standard_conversations,
+# prompts.conversations_from_file; shared-prefix traffic: prompts.shared_prefix.
 from .workloads import (  # noqa: E402
     STANDARD_SETS,
     chat,
+    conversations_from_file,
     file_lines,
     from_file,
     read_prompt_file,
     shared_prefix,
     standard,
+    standard_conversations,
 )
 
 __all__ = [
     "STANDARD_SETS",
     "Prompt",
     "chat",
+    "conversations_from_file",
     "from_file",
     "load_prompts",
     "prompt_schema",
     "shared_prefix",
     "standard",
+    "standard_conversations",
 ]

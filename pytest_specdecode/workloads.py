@@ -26,7 +26,16 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["STANDARD_SETS", "StandardSet", "chat", "from_file", "shared_prefix", "standard"]
+__all__ = [
+    "STANDARD_SETS",
+    "StandardSet",
+    "chat",
+    "conversations_from_file",
+    "from_file",
+    "shared_prefix",
+    "standard",
+    "standard_conversations",
+]
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,37 @@ def standard(
     return random.Random(seed).sample(prompts, n)
 
 
+def standard_conversations(
+    name: str = "mt-bench",
+    *,
+    category: str | None = None,
+    n: int | None = None,
+    seed: int = 0,
+) -> list[tuple[str, ...]]:
+    """The user turns of a multi-turn standard set, one tuple per conversation, for
+    ``Bench.conversation`` (which carries each answer into the next turn).
+
+    ``"mt-bench"`` (two turns each) is the set with more than one turn. ``category``, ``n`` and
+    ``seed`` choose as :func:`standard` does: the same ``n`` and ``seed`` draw the
+    conversations whose first turns ``standard(name, n=n, seed=seed)`` gives.
+    """
+    where = f"standard_conversations({name!r})"
+    if name in STANDARD_SETS and STANDARD_SETS[name].turns < 2:
+        multi = ", ".join(s.name for s in STANDARD_SETS.values() if s.turns > 1)
+        raise ConfigError(
+            f"{where}: its prompts have one turn, no conversation; the sets with several "
+            f"turns: {multi} (or use standard({name!r}) with run())"
+        )
+    standard(name, category=category)  # checks the name and the category
+    items = [turns for cat, turns in _records(name) if category in (None, cat)]
+    if n is None:
+        return items
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(items):
+        chosen = f"category {category!r} of {name}" if category else name
+        raise ConfigError(f"{where}: n must be between 1 and {len(items)} ({chosen}), got {n!r}")
+    return random.Random(seed).sample(items, n)
+
+
 # -- the user's own files ----------------------------------------------------------------------
 FILE_FORMATS = ("jsonl", "sharegpt", "text")
 
@@ -185,7 +225,7 @@ def from_file(path: str | Path, *, format: str | None = None) -> list[str]:  # n
         )
     text = read_prompt_file(path)
     if format == "sharegpt":
-        prompts = _sharegpt(path, text)
+        prompts = [turns[0] for turns in _sharegpt(path, text)]
     else:
         prompts = []
         for number, line in enumerate(file_lines(text), start=1):
@@ -214,9 +254,66 @@ def _jsonl_prompt(path: Path, number: int, line: str) -> str:
     return prompt
 
 
-def _sharegpt(path: Path, text: str) -> list[str]:
-    """The first human turn of each entry; each entry's line is found by decoding the list
-    element by element."""
+def conversations_from_file(
+    path: str | Path,
+    *,
+    format: str | None = None,  # noqa: A002
+) -> list[tuple[str, ...]]:
+    """The user turns of each conversation in a file, for ``Bench.conversation``; errors name
+    the file, the line and what was expected.
+
+    Formats (by ``format``, else by suffix): ``"sharegpt"`` (``.json``; a list of
+    ``{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", ...}, ...]}``:
+    every human turn of an entry, in order; the recorded answers are left out, since each turn
+    carries the answer the baseline engine gives; entries with no human turn are skipped) and
+    ``"jsonl"`` (``.jsonl``; ``{"turns": ["first message", "second message", ...]}`` per line,
+    blank lines skipped). The file is read as :func:`from_file` reads it.
+    """
+    path = Path(path)
+    if format is None:
+        format = {".jsonl": "jsonl", ".json": "sharegpt"}.get(path.suffix.lower())
+    if format not in ("jsonl", "sharegpt"):
+        raise ConfigError(
+            f"conversations_from_file({str(path)!r}, format={format!r}): expected "
+            'format="sharegpt" (a .json list of {"conversations": [...]}) or format="jsonl" '
+            '(a .jsonl file of {"turns": [...]} lines)'
+        )
+    text = read_prompt_file(path)
+    if format == "sharegpt":
+        conversations = _sharegpt(path, text, every=True)
+    else:
+        conversations = []
+        for number, line in enumerate(file_lines(text), start=1):
+            if line.strip():
+                conversations.append(_jsonl_turns(path, number, line))
+    if not conversations:
+        raise ConfigError(f"conversation file {path}: holds no conversation (read as {format})")
+    return conversations
+
+
+def _jsonl_turns(path: Path, number: int, line: str) -> tuple[str, ...]:
+    where = f"conversation file {path}, line {number}"
+    expected = '{"turns": ["first message", "second message", ...]} on each line'
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where}: not valid JSON ({exc.msg}, column {exc.colno}); expected {expected}"
+        ) from None
+    turns = row.get("turns") if isinstance(row, dict) else None
+    if not isinstance(turns, list) or not turns:
+        raise ConfigError(f"{where}: expected {expected}, got {line:.80}")
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, str) or not turn:
+            raise ConfigError(
+                f'{where}: turn {i + 1} of "turns" must be a non-empty string, got {turn!r:.80}'
+            )
+    return tuple(turns)
+
+
+def _sharegpt(path: Path, text: str, *, every: bool = False) -> list[tuple[str, ...]]:
+    """The human turns of each entry (``every``: all of them, else the first); each entry's
+    line is found by decoding the list element by element."""
     decoder = json.JSONDecoder()
 
     def line_at(pos: int) -> int:
@@ -229,7 +326,7 @@ def _sharegpt(path: Path, text: str) -> list[str]:
     if not text.startswith("[", pos):
         raise fail(pos, 'expected a JSON list of {"conversations": [...]} entries (ShareGPT)')
     pos = _skip_space(text, pos + 1)
-    prompts: list[str] = []
+    prompts: list[tuple[str, ...]] = []
     first = True
     while not text.startswith("]", pos):
         if not first:
@@ -246,9 +343,9 @@ def _sharegpt(path: Path, text: str) -> list[str]:
                 f"column {exc.colno})"
             ) from None
         pos = _skip_space(text, pos)
-        prompt = _first_human_turn(entry, lambda what, at=start: fail(at, what))
-        if prompt is not None:
-            prompts.append(prompt)
+        turns = _human_turns(entry, lambda what, at=start: fail(at, what), every)
+        if turns:
+            prompts.append(turns)
         if pos >= len(text):
             raise fail(pos, "not valid JSON (the list is not closed with ']')")
     if text[_skip_space(text, pos + 1) :].strip():
@@ -262,10 +359,12 @@ def _skip_space(text: str, pos: int) -> int:
     return pos
 
 
-def _first_human_turn(entry: Any, fail: Any) -> str | None:
+def _human_turns(entry: Any, fail: Any, every: bool) -> tuple[str, ...]:
+    """The entry's human turns in order (``every``), or its first one alone."""
     expected = 'expected {"conversations": [{"from": "human", "value": "..."}, ...]}'
     if not isinstance(entry, dict) or not isinstance(entry.get("conversations"), list):
         raise fail(f"{expected}, got {json.dumps(entry)[:80]}")
+    found: list[str] = []
     for turn in entry["conversations"]:
         if not isinstance(turn, dict) or not isinstance(turn.get("from"), str):
             raise fail(f'each turn must be {{"from": ..., "value": ...}}, got {turn!r:.80}')
@@ -273,8 +372,10 @@ def _first_human_turn(entry: Any, fail: Any) -> str | None:
             value = turn.get("value")
             if not isinstance(value, str) or not value:
                 raise fail(f'a human turn\'s "value" must be a non-empty string, got {value!r:.80}')
-            return value
-    return None
+            found.append(value)
+            if not every:
+                break
+    return tuple(found)
 
 
 # -- chat templates --------------------------------------------------------------------------

@@ -186,12 +186,15 @@ class FakeEngine(SimulatedEngine):
     def __init__(self, config: EngineConfig, source: FakeSource, draft: bool) -> None:
         super().__init__(config, source, "fake", source.vllm_version)
         self.draft = draft
+        self._cached: list[tuple[Any, ...]] = []  # prompts seen (source.prefix_cache)
 
     def generate_round(
         self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
     ) -> Round:
         source = self.source
         source.rounds += self.config.speculative_json is not None
+        source.sent.append(("speculative" if self.config.speculative_json else "baseline",
+                            list(prompts)))  # fmt: skip
         tpot = 0.0001 if self.draft else 0.001
         request = RequestFigures((1, 2, 3, 4), "abcd", 0.01, tpot)
         elapsed = math.exp(source.rng.gauss(0, source.noise) + source.drift * source.slots)
@@ -213,7 +216,11 @@ class FakeEngine(SimulatedEngine):
         return Round(elapsed, requests, profile=profile, profile_note=note)
 
     def _look_up(self, prompts: Sequence[Any]) -> None:
-        """Count each prompt's prefix-cache lookup as the source's ``cache`` says."""
+        """Count each prompt's prefix-cache lookup as the source's ``cache`` says, or with
+        ``prefix_cache`` on, look the prompts up in a cache of the prompts this engine saw."""
+        if self.source.prefix_cache and prompts:
+            self._simulate_cache(prompts)
+            return
         cache = self.source.cache
         if cache is None:
             return
@@ -222,6 +229,29 @@ class FakeEngine(SimulatedEngine):
             queries, hits = cache(side, prompt) if callable(cache) else cache[side]
             looked = Counters(prefix_cache_queries=queries, prefix_cache_hits=hits)
             self._counters = self._counters + looked
+
+    def _simulate_cache(self, prompts: Sequence[Any]) -> None:
+        """A prefix cache of whole prompts, one token (a token id, or a character of a text) a
+        block: each prompt looks up its tokens and finds its longest common prefix with a
+        prompt seen before, all but its last token at most (as vLLM recomputes the last)."""
+        queries = hits = 0
+        for prompt in prompts:
+            tokens = tuple(prompt["prompt_token_ids"] if isinstance(prompt, dict) else prompt)
+            found = 0
+            for seen in self._cached:
+                common = next(
+                    (i for i, (a, b) in enumerate(zip(tokens, seen, strict=False)) if a != b),
+                    min(len(tokens), len(seen)),
+                )
+                found = max(found, common)
+            queries += len(tokens)
+            hits += min(found, len(tokens) - 1)
+        self._cached += [
+            tuple(p["prompt_token_ids"] if isinstance(p, dict) else p) for p in prompts
+        ]
+        self._counters = self._counters + Counters(
+            prefix_cache_queries=queries, prefix_cache_hits=hits
+        )
 
     def _with_acceptance(self, request: RequestFigures, i: int, k: int) -> RequestFigures:
         """``request`` with 10 verify steps of ``k`` draft tokens each, accepting
@@ -326,6 +356,9 @@ class FakeSource(SimulatedSource):
         #: them (None: no prefix-cache counters, as before vLLM's)
         self.cache: dict[str, tuple[int, int]] | Callable[[str, Any], tuple[int, int]] | None
         self.cache = None
+        #: each engine simulates a prefix cache of the prompts it saw (``_simulate_cache``)
+        self.prefix_cache = False
+        self.sent: list[tuple[str, list[Any]]] = []  # (side, prompts) of every round, in order
         self._drafts: set[str] = set()
 
     def start(self, config: EngineConfig) -> SimulatedEngine:

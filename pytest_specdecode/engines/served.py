@@ -377,7 +377,13 @@ class ServedEngine(PlainCalls):
         self, prompt: Any, sampling: Mapping[str, Any], i: int, stream: bool
     ) -> dict[str, Any]:
         """The completions request for prompt ``i``: ``structured_outputs`` may be a list
-        with one entry per prompt."""
+        with one entry per prompt. A vLLM prompt dict goes as the completions API takes it:
+        ``{"prompt_token_ids": [...]}`` as the list of token ids (to which the server adds no
+        special token), ``{"prompt": "..."}`` as its text."""
+        if isinstance(prompt, Mapping) and isinstance(prompt.get("prompt_token_ids"), list):
+            prompt = list(prompt["prompt_token_ids"])
+        elif isinstance(prompt, Mapping) and isinstance(prompt.get("prompt"), str):
+            prompt = prompt["prompt"]
         body: dict[str, Any] = {"model": self.model, "prompt": prompt, "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}

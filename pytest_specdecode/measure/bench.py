@@ -296,6 +296,115 @@ class Bench:
             json_schema=json_schema, label=label, **sampling,
         )  # fmt: skip
 
+    def conversation(
+        self,
+        conversations: Sequence[Sequence[str]],
+        *,
+        max_tokens: int,
+        turns: int | None = None,
+        system: str | None = None,
+        tokenizer: str | os.PathLike[str] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+        concurrency: int | None = None,
+        json_schema: Any = None,
+        **run_kwargs: Any,
+    ) -> list[Result]:
+        """Run multi-turn ``conversations`` (each a list of user messages, e.g.
+        ``prompts.standard_conversations("mt-bench", n=8)``) turn by turn: one paired result
+        per turn, labelled ``turn 1``, ``turn 2``, ... (``label`` goes before: ``mt turn 1``).
+
+        Turn n's prompt is the model's chat template (of ``tokenizer``, default the target's;
+        ``system`` and ``chat_template_kwargs`` go to it) over the conversation so far: the
+        earlier user messages, each followed by the answer the **baseline** engine gave to it
+        in its last measured round, then turn n's message. Both engines get that same history,
+        so every turn is a paired comparison of the same prompts; the baseline's is the
+        reference output (the speculative engine's is the same where speculation is lossless).
+        Answers run to ``max_tokens`` (``ignore_eos``, as in :meth:`run`).
+
+        Each turn is first sent once to each engine, unmeasured (its warm-up round): the
+        result's note ``first-send cache hit`` is each side's prefix-cache hit rate over that
+        sending, what the earlier turns left in the cache (the history). The measured rounds
+        resend prompts the cache already holds, so the result's own hit rates are the share of
+        each prompt the cache serves on a resend (its whole blocks). On a pool of one engine
+        (rounds one engine after the other) the first sending is the ordinary warm-up and the
+        note is left out. Other keywords are :meth:`run`'s (``trials``, sampling parameters).
+        """
+        __tracebackhide__ = True
+        from .conversation import (
+            FIRST_SEND_NOTE,
+            check_conversations,
+            first_send,
+            first_send_note,
+            render,
+            template_model,
+        )
+
+        if "warmup" in run_kwargs or "prompts" in run_kwargs:
+            bad = "warmup" if "warmup" in run_kwargs else "prompts"
+            raise ConfigError(
+                f"conversation({bad}=...): "
+                + (
+                    "each turn is sent once, unmeasured, before its rounds (its first sending, "
+                    "whose cache hit rate the result notes); leave warmup out"
+                    if bad == "warmup"
+                    else "the prompts are the conversations' turns; pass conversations="
+                )
+            )
+        convs, n_turns = check_conversations(conversations, turns)
+        check_run_args(max_tokens, temperature, concurrency)
+        prefix = self._prefix("conversation", label)
+        labels = [f"{prefix}turn {t}" for t in range(1, n_turns + 1)]
+        self._claim_all(
+            "conversation", labels,
+            'give each conversation() of a test a distinct label, e.g. conversation(..., '
+            'label="mt-bench")',
+        )  # fmt: skip
+        model = template_model(tokenizer, self.baseline, self.served)
+        self._check_device([self.speculative], "conversation")
+        answers: list[list[str]] = [[] for _ in convs]
+        results: list[Result] = []
+        for turn, turn_label in enumerate(labels, start=1):
+            prompts = render(
+                model, convs, answers, turn, system=system, tokenize=True,
+                template_kwargs=chat_template_kwargs or {},
+            )  # fmt: skip
+            sampling = {k: v for k, v in run_kwargs.items() if k != "trials"}
+            params = self._sampling(prompts, max_tokens, temperature, seed, json_schema, sampling)
+            notes: dict[str, Any] = {}
+            warmup = 1
+            if self.source.max_engines >= 2:
+                base = self.source.acquire(
+                    self.baseline, keep=[self.speculative], timeout=self._timeout
+                )
+                spec = self.source.acquire(
+                    self.speculative, keep=[self.baseline], timeout=self._timeout
+                )
+                self._say(f"{turn_label}: sending each conversation's turn once (first send)")
+                with self._spending("warmup_seconds"):
+                    seen = first_send(base, spec, prompts, params, concurrency)
+                notes[FIRST_SEND_NOTE] = first_send_note(seen)
+                warmup = 0
+            result = self._run(
+                self.speculative, prompts, max_tokens=max_tokens, temperature=temperature,
+                seed=seed, concurrency=concurrency, json_schema=json_schema, warmup=warmup,
+                label=turn_label, notes=notes, **run_kwargs,
+            )  # fmt: skip
+            self._origin[turn_label] = f"conversation({_label_arg(label)})"
+            results.append(result)
+            texts = result.baseline.texts
+            if len(texts) != len(convs):
+                raise ConfigError(
+                    f"{self.name}: conversation(): the baseline engine returned "
+                    f"{len(texts)} answers for {len(convs)} conversations in {turn_label}: "
+                    "no answer to carry into the next turn"
+                )
+            for carried, text in zip(answers, texts, strict=True):
+                carried.append(text)
+        return results
+
     def _run(
         self,
         speculative: EngineConfig,
@@ -309,21 +418,14 @@ class Bench:
         seed: int = 0,
         json_schema: Any = None,
         label: str | None = None,
+        notes: Mapping[str, Any] | None = None,
         **sampling: Any,
     ) -> Result:
         __tracebackhide__ = True
         prompts = validate_prompts(prompts, "run")
         check_run_args(max_tokens, temperature, concurrency)
         label = self._claim_label(label)
-        params: dict[str, Any] = {
-            "temperature": float(temperature), "max_tokens": max_tokens,
-            "ignore_eos": True, "seed": seed, **sampling,
-        }  # fmt: skip
-        structured = structured_outputs(json_schema, len(prompts))
-        if structured is not None:
-            params["structured_outputs"] = structured
-        if not self.served:
-            check_lengths(prompts, max_tokens, self.baseline, self.name)
+        params = self._sampling(prompts, max_tokens, temperature, seed, json_schema, sampling)
         self._check_device([speculative], "run")
         n_trials, stop, thresholds = self._trials(trials, label)
         raw = run_paired(
@@ -342,9 +444,33 @@ class Bench:
         result = with_verdict(with_theory(result, cost), self.gates.get("max_extra_memory_gib"))
         result = self._judge_adaptive(result, stop is not None, thresholds)
         result = self._notes(result, raw)
+        if notes:
+            result = with_notes(result, **notes)
         self.results.append(result)
         self._emit(result)
         return result
+
+    def _sampling(
+        self,
+        prompts: Sequence[Any],
+        max_tokens: int,
+        temperature: float,
+        seed: int,
+        json_schema: Any,
+        sampling: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """A run's sampling parameters (``ignore_eos``: every prompt gets ``max_tokens``),
+        the prompts' lengths checked against a local target's context first."""
+        params: dict[str, Any] = {
+            "temperature": float(temperature), "max_tokens": max_tokens,
+            "ignore_eos": True, "seed": seed, **sampling,
+        }  # fmt: skip
+        structured = structured_outputs(json_schema, len(prompts))
+        if structured is not None:
+            params["structured_outputs"] = structured
+        if not self.served:
+            check_lengths(prompts, max_tokens, self.baseline, self.name)
+        return params
 
     def _emit(self, product: Product) -> None:
         if self._sink is not None:

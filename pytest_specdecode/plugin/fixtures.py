@@ -38,8 +38,8 @@ VLLM_MISSING = (
 
 class SpecDecode:
     """The ``specdecode`` fixture: a :class:`Bench` on the test's engines whose results the
-    session collects. ``run``, ``sweep``, ``check_schedule``, ``choose_draft``,
-    ``sample_equivalence`` and ``load`` are the Bench's."""
+    session collects. ``run``, ``conversation``, ``sweep``, ``check_schedule``,
+    ``choose_draft``, ``sample_equivalence`` and ``load`` are the Bench's."""
 
     def __init__(
         self, session: SpecDecodeSession, spec: TestSpec, node: pytest.Item | None = None
@@ -84,6 +84,13 @@ class SpecDecode:
         engines."""
         __tracebackhide__ = True
         return self.bench.run(prompts, **kwargs)
+
+    def conversation(self, conversations: Sequence[Sequence[str]], **kwargs: Any) -> list[Result]:
+        """:meth:`Bench.conversation <pytest_specdecode.measure.bench.Bench.conversation>` on
+        the test's engines: one result per turn (``turn 1``, ``turn 2``, ...), each carrying
+        the baseline's answers to the turns before it."""
+        __tracebackhide__ = True
+        return self.bench.conversation(conversations, **kwargs)
 
     def sweep(self, prompts: Sequence[Any], **kwargs: Any) -> Sweep:
         """:meth:`Bench.sweep <pytest_specdecode.measure.bench.Bench.sweep>`; the summary and

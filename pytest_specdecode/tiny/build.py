@@ -29,8 +29,28 @@ _WORDS = (
 ).split()
 
 
+#: The tiny models' chat template. They are not chat models; the template gives conversations a
+#: rendering (``prompts.chat``, ``Bench.conversation``): each message as ``role: content`` on a
+#: line, then ``assistant:`` for the reply. A turn's prompt is a prefix of the next turn's.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def add_chat_template(folder: Path, template: str = CHAT_TEMPLATE) -> None:
+    """Put ``template`` into the ``tokenizer_config.json`` of ``folder`` (where transformers
+    and vLLM read it, and which every copy of the tiny tokenizer carries)."""
+    path = Path(folder) / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["chat_template"] = template
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    (Path(folder) / "chat_template.jinja").unlink(missing_ok=True)
+
+
 def build_tokenizer(out_dir: Path, texts: list[str], vocab_size: int = 512) -> None:
-    """Train a byte-level BPE tokenizer on ``texts`` and save it as a Hugging Face tokenizer."""
+    """Train a byte-level BPE tokenizer on ``texts`` and save it as a Hugging Face tokenizer,
+    with the tiny chat template (:data:`CHAT_TEMPLATE`)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -48,6 +68,7 @@ def build_tokenizer(out_dir: Path, texts: list[str], vocab_size: int = 512) -> N
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     )
     fast.save_pretrained(str(out_dir))
+    add_chat_template(out_dir)
 
 
 def llama_config(

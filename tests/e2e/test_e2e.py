@@ -87,6 +87,15 @@ def test_load_gate_fails(specdecode):
     specdecode.load(PROMPTS, max_tokens=16, rates=[8], requests=4)
 
 
+@pytest.mark.specdecode("mt-bench", speculative_config=DRAFT)
+def test_conversation(specdecode):
+    # two writing conversations: turn 1's prompts of about 100 and 230 tokens, turn 2's of
+    # about 165 and 300 with the answers (vLLM's CPU blocks are 128 tokens)
+    convs = prompts.standard_conversations("mt-bench", category="writing", n=2, seed=0)
+    turns = specdecode.conversation(convs, max_tokens=16)
+    assert [r.label for r in turns] == ["turn 1", "turn 2"]
+
+
 @pytest.mark.specdecode("custom", speculative_config=DRAFT)
 def test_engine_fixtures(baseline_engine, speculative_engine):
     sampling = {{"temperature": 0.0, "max_tokens": 8}}
@@ -169,7 +178,7 @@ def suite_run(
 def test_outcomes_and_failure_messages(suite_run: Any) -> None:
     code, output, _, _ = suite_run
     assert code == 1, output
-    assert "4 failed, 5 passed" in output, output
+    assert "4 failed, 6 passed" in output, output
     assert "p50 TPOT gain" in output and "is below the minimum 50.00x" in output
     assert "speedup" in output and "is below the minimum 25.00x" in output
     assert "95% CI" in output
@@ -199,6 +208,8 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
         "test_speedup_gate_fails",
         "test_marker_gates_pass",
         "test_marker_gate_fails",
+        "test_conversation",
+        "test_conversation",
         "test_unrelated_draft_fails_acceptance",
         "test_choose_draft",
         "test_choose_draft",
@@ -223,7 +234,7 @@ def test_engines_are_reused(suite_run: Any) -> None:
 def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     _, _, report, _ = suite_run
     results = report["results"]
-    assert len(results) == 7
+    assert len(results) == 9
     first = results[0]
     assert first["nodeid"] == "test_suite.py::test_gates_pass"
     assert first["category"] == "structured" and first["method"] == "draft_model"
@@ -238,8 +249,10 @@ def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     for side in ("baseline", "speculative"):  # the prefix cache's, from each engine's counters
         assert 0 <= first[side]["prefix_cache_hit_rate"] <= 1, first[side]
         assert first[side]["prefix_cache_queries"] > 0
-    assert results[4]["acceptance_rate"] < 0.5 and results[4]["passed"] is False
-    assert results[4]["category"] == "creative"
+    unrelated = results[6]
+    assert unrelated["nodeid"] == "test_suite.py::test_unrelated_draft_fails_acceptance"
+    assert unrelated["acceptance_rate"] < 0.5 and unrelated["passed"] is False
+    assert unrelated["category"] == "creative"
     env = report["environment"]
     assert env["vllm"] and env["torch"].endswith("+cpu")
     assert env["device"]["kind"] == "cpu"
@@ -261,6 +274,30 @@ def test_load_in_the_report(suite_run: Any) -> None:
     # where speculation stops paying, in one of its words (which, the figures decide)
     assert "speculation pays " in output or "speculation does not lower" in output
     assert report["session"]["time"]["load_seconds"] > 0
+
+
+def test_conversation_turns_in_the_report(suite_run: Any) -> None:
+    """Two MT-Bench turns, each a result of its own with both sides' cache figures: turn 2's
+    prompts hold turn 1's (and its answer), so on both sides the prefix cache held more of
+    them on their first sending (turn 1 found nothing) and serves more of them on a resend
+    (whole blocks of longer prompts). Counts, not timing: a mechanism check."""
+    _, output, report, _ = suite_run
+    turns = {
+        r["label"]: r
+        for r in report["results"]
+        if r["nodeid"] == "test_suite.py::test_conversation"
+    }
+    assert set(turns) == {"turn 1", "turn 2"}, output
+    first, second = turns["turn 1"], turns["turn 2"]
+    assert second["num_prompts"] == first["num_prompts"] == 2 and first["passed"] is True
+    # each turn's first send: "0.00 baseline, 0.27 speculative" -> (0.0, 0.27)
+    sent = [t["notes"]["first-send cache hit"] for t in (first, second)]
+    on_first_send = [tuple(float(part.split()[0]) for part in note.split(", ")) for note in sent]
+    for i, side in enumerate(("baseline", "speculative")):
+        resent = [t[side]["prefix_cache_hit_rate"] for t in (first, second)]
+        assert resent[1] > resent[0], (side, resent, sent)
+        assert on_first_send[0][i] == 0 < on_first_send[1][i], (side, resent, sent)
+    assert "turn 2" in output.split("speculative decoding summary", 1)[1]
 
 
 def test_no_worker_outlives_the_session(suite_run: Any) -> None:

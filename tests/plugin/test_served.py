@@ -755,6 +755,29 @@ def test_bench_on_two_servers_reports_the_servers_model_and_k(servers: Any) -> N
     assert result.trials == 2 and result.num_drafts > 0
 
 
+def test_a_conversation_on_two_servers_sends_token_ids_with_the_baselines_answers(
+    servers: Any,
+) -> None:
+    """Turns are rendered here (the tokenizer named), sent as token ids (the completions API
+    adds no special token to them), each turn carrying the baseline server's answer."""
+    from transformers import AutoTokenizer
+
+    from pytest_specdecode import Bench
+    from pytest_specdecode.tiny import WEIGHTS_DIR
+
+    folder = WEIGHTS_DIR / "target"
+    base, spec = servers(speculating=False, cache=(10, 5)), servers(cache=(10, 5))
+    with Bench(baseline_url=base.url, speculative_url=spec.url, progress=None, trials=2) as bench:
+        first, second = bench.conversation([["hi", "more"]], max_tokens=4, tokenizer=folder)
+    assert second.notes["first-send cache hit"] == "0.50 baseline, 0.50 speculative"
+    prompts = [b["prompt"] for b in base.bodies]
+    assert all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompts)
+    assert [b["prompt"] for b in spec.bodies] == prompts  # the same history on both sides
+    text = AutoTokenizer.from_pretrained(str(folder)).decode(prompts[-1])
+    answer = first.baseline.texts[0]
+    assert answer and text == f"user: hi\nassistant: {answer}\nuser: more\nassistant:"
+
+
 def test_a_load_round_sends_each_request_at_its_arrival_and_times_it_from_there(
     server: FakeServer,
 ) -> None:

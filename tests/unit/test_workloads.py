@@ -203,11 +203,11 @@ def _tokenizer_folder(root: Path, template: str | None) -> Path:
     folder.mkdir()
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(WEIGHTS_DIR / "target" / f, folder / f)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)  # the tiny models' own
     if template is not None:
-        config = json.loads((folder / "tokenizer_config.json").read_text())
-        (folder / "tokenizer_config.json").write_text(
-            json.dumps({**config, "chat_template": template})
-        )
+        config["chat_template"] = template
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
     return folder
 
 
