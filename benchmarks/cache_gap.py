@@ -31,7 +31,9 @@ most 2.5%). A round's time has log-normal noise (sd 0.05 per engine) around 1 s 
 accepted). ``trials`` fixed rounds per run (``--trials``; the plugin's default first).
 
 Each share comes with its Monte Carlo standard error (± one se; a share seen 0 times gives the
-95% upper bound 3/n instead). A model without noise (``sd 0``) is deterministic: 1 repetition.
+95% upper bound 3/n instead, one seen every time the lower bound 1 - 3/n). A model without
+noise (``sd 0``) is deterministic: 1 repetition; its gap of exactly -0.05 is decided by the
+rounding of the counts and of floating point (the hit rates are whole tokens over 4,096).
 """
 
 from __future__ import annotations
@@ -153,6 +155,8 @@ def share(flags: Sequence[bool]) -> str:
         return "100% (1 run)" if p else "0% (1 run)"
     if p == 0:
         return f"0% (<{300 / n:.2g}%)"
+    if p == 1:
+        return f"100% (>{100 - 300 / n:.4g}%)"
     return f"{100 * p:.2f}% ±{100 * math.sqrt(p * (1 - p) / n):.2f}"
 
 
