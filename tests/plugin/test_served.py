@@ -607,13 +607,19 @@ def test_served(specdecode):
 """
 
 
+def run_on(pytester: pytest.Pytester, base: Any, spec: Any, *args: str) -> pytest.RunResult:
+    """The :data:`SUITE` run in process on two (fake) servers, with ``args`` after the URLs."""
+    pytester.makepyfile(test_served=SUITE)
+    return pytester.runpytest_inprocess(
+        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url, *args
+    )
+
+
 def test_plugin_measures_two_servers(pytester: pytest.Pytester, servers: Any) -> None:
     base, spec = servers(speculating=False), servers()
-    pytester.makepyfile(test_served=SUITE)
-    result = pytester.runpytest_inprocess(
-        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
-        "--specdecode-trials", "2", "--specdecode-report", "r.json",
-    )  # fmt: skip
+    result = run_on(
+        pytester, base, spec, "--specdecode-trials", "2", "--specdecode-report", "r.json"
+    )
     result.assert_outcomes(passed=1)
     report = json.loads((pytester.path / "r.json").read_text())
     assert report["results"][0]["memory"].startswith("served")
@@ -633,10 +639,8 @@ def test_a_served_run_says_it_has_no_phase_figures(
     base, spec = servers(speculating=False), servers()
     summary = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    pytester.makepyfile(test_served=SUITE)
-    result = pytester.runpytest_inprocess(
-        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
-        "--specdecode-trials", "2", "--specdecode-report", "r.json",
+    result = run_on(
+        pytester, base, spec, "--specdecode-trials", "2", "--specdecode-report", "r.json",
         "--specdecode-html", "r.html",
     )  # fmt: skip
     result.assert_outcomes(passed=1)
@@ -660,11 +664,9 @@ def test_a_speculative_server_that_loses_cache_hits_is_flagged(
     on the same requests gets a warning, a note and the checklist's answer."""
     base = servers(speculating=False, cache=(100, 90))
     spec = servers(cache=(100, 30))
-    pytester.makepyfile(test_served=SUITE)
-    result = pytester.runpytest_inprocess(
-        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
-        "--specdecode-trials", "3", "--specdecode-report", "r.json",
-    )  # fmt: skip
+    result = run_on(
+        pytester, base, spec, "--specdecode-trials", "3", "--specdecode-report", "r.json"
+    )
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "WARNING: the speculative engine's prefix-cache hit rate is clearly below" in out
@@ -694,11 +696,9 @@ def test_servers_that_keep_the_cache_alike_are_not_flagged(
     pytester: pytest.Pytester, servers: Any
 ) -> None:
     base, spec = servers(speculating=False, cache=(100, 90)), servers(cache=(100, 88))
-    pytester.makepyfile(test_served=SUITE)
-    result = pytester.runpytest_inprocess(
-        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
-        "--specdecode-trials", "3", "--specdecode-report", "r.json",
-    )  # fmt: skip
+    result = run_on(
+        pytester, base, spec, "--specdecode-trials", "3", "--specdecode-report", "r.json"
+    )
     result.assert_outcomes(passed=1)
     assert "prefix-cache hit rate is clearly below" not in result.stdout.str()
     report = json.loads((pytester.path / "r.json").read_text())
@@ -725,11 +725,7 @@ def test_plugin_timeout_bounds_a_served_engines_first_request(
     pytester: pytest.Pytester, servers: Any
 ) -> None:
     base, spec = servers(speculating=False, delay=30), servers(delay=30)
-    pytester.makepyfile(test_served=SUITE)
-    result = pytester.runpytest_inprocess(
-        "--specdecode-baseline-url", base.url, "--specdecode-speculative-url", spec.url,
-        "--specdecode-trials", "2", "--specdecode-timeout", "0.5",
-    )  # fmt: skip
+    result = run_on(pytester, base, spec, "--specdecode-trials", "2", "--specdecode-timeout", "0.5")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*/v1/models: no answer within 0.5 s*"])
 
