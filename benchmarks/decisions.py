@@ -157,10 +157,6 @@ class SimEngine(SimulatedEngine):
 
     source: SimSource
 
-    def __init__(self, config: EngineConfig, source: SimSource) -> None:
-        super().__init__(config, source, "simulated", "simulated")
-        self.speculative = config.speculative_json is not None
-
     def generate_round(
         self, prompts: Sequence[Any], sampling: Mapping[str, Any], concurrency: int | None = None
     ) -> Round:

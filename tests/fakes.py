@@ -98,7 +98,11 @@ class SimulatedEngine(PlainCalls):
     samples from its source's ``rng``. Subclasses give ``generate_round``."""
 
     def __init__(
-        self, config: EngineConfig, source: SimulatedSource, kind: str, vllm_version: str
+        self,
+        config: EngineConfig,
+        source: SimulatedSource,
+        kind: str = "simulated",
+        vllm_version: str = "simulated",
     ) -> None:
         self.config = config
         self.source = source
@@ -106,6 +110,11 @@ class SimulatedEngine(PlainCalls):
         self.info: dict[str, Any] = {"vllm_version": vllm_version, "torch_version": kind}
         self.timeout = 900.0
         self._counters = Counters()
+
+    @property
+    def speculative(self) -> bool:
+        """Whether this engine speculates (its config has a speculative part)."""
+        return self.config.speculative_json is not None
 
     @property
     def alive(self) -> bool:
