@@ -264,12 +264,21 @@ def test_load_in_the_report(suite_run: Any) -> None:
     loads = {load["nodeid"]: load for load in report["loads"]}
     passed = loads["test_suite.py::test_load_gates_pass"]
     assert [p["rate"] for p in passed["points"]] == [4, "inf"]
-    for side in ("baseline", "speculative"):
-        assert passed["points"][0][side]["tpot"]["50"] > 0
-    for point in passed["points"]:  # shared-prefix traffic: each side's hit rate, its counters
-        for side in ("baseline", "speculative"):  # (present: some prompt token looked up)
+    for point in passed["points"]:
+        for side in ("baseline", "speculative"):  # every request done, ordered percentiles
+            figures = point[side]
+            assert figures["requests"] == 8 and figures["tpot"]["50"] > 0, figures
+            for name in ("ttft", "tpot", "itl", "e2e"):
+                pct = figures[name]
+                assert pct["50"] <= pct["90"] <= pct["99"], (name, pct)
+            assert figures["goodput"] is not None and figures["goodput"] > 0, figures
+            # shared-prefix traffic: each side's hit rate, from its counters (present: some
+            # prompt token looked up)
             assert 0 <= point[f"{side}_prefix_cache_hit_rate"] <= 1, point
         assert "prefix_cache_gap" in point
+        assert point["acceptance_rate"] > 0.9, point
+        low, high = point["tpot_speedup_ci"]
+        assert low <= point["tpot_speedup"] <= high, point
     assert passed["slo"] == {"ttft_ms": 5000, "tpot_ms": 500}
     # where speculation stops paying, in one of its words (which, the figures decide)
     assert "speculation pays " in output or "speculation does not lower" in output

@@ -1,5 +1,5 @@
 """``Bench.load`` and ``specdecode.load`` on the simulated backend (real engines, in tests/e2e:
-``test_e2e_load.py``, ``test_e2e.py``, ``test_e2e_served.py``)."""
+``test_e2e.py``, ``test_e2e_served.py``)."""
 
 from __future__ import annotations
 
