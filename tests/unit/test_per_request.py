@@ -1,6 +1,6 @@
 """Per-request acceptance: what the engines report per prompt, how a result carries it (each
 prompt's acceptance length, the spread, the prompts that gain least) and its one dict form.
-On real engines: tests/e2e/test_per_request_real.py."""
+On real engines: tests/e2e/test_e2e_phase_timing.py (the draft pair it profiles)."""
 
 from __future__ import annotations
 
