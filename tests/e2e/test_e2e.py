@@ -159,8 +159,6 @@ def suite_run(
                 json.dumps(ENGINE_KWARGS),
                 "--specdecode-trials",
                 "3",
-                "--specdecode-cost-ratio",
-                "off",
                 "--specdecode-report",
                 str(report),
             ],
@@ -222,7 +220,9 @@ def test_summary_table_printed_under_quiet(suite_run: Any) -> None:
 def test_engines_are_reused(suite_run: Any) -> None:
     """Six tests on two speculative configs: baseline, draft and other-draft start once each,
     and choosing between the two drafts (two resident engines) measures the running other
-    draft first, then starts the draft once more (the one restart, named with its reason)."""
+    draft first, then starts the draft once more (the one restart, named with its reason).
+    The cost ratio is on (the default): a draft model's comes from inside its engine, so no
+    draft model starts alone."""
     _, output, report, _ = suite_run
     assert report["session"]["engine_starts"] == 4, output
     assert report["session"]["time"]["restarts"] == 1, output
@@ -243,6 +243,14 @@ def test_json_report(suite_run: Any, pair: dict[str, str]) -> None:
     assert first["mean_acceptance_length"] == pytest.approx(5.0)
     assert first["speedup_ci"][0] <= first["speedup"] <= first["speedup_ci"][1]
     assert first["mode"] == "interleaved"
+    # the cost ratio and phase figures, from inside both engines: no draft model timed alone
+    # (test_engines_are_reused counts the starts)
+    phases = first["phases"]
+    assert phases is not None, "the worker gave no step profile"
+    assert phases["speculative"]["decode"]["draft_ms"] > 0 and phases["draft_share"] > 0
+    assert phases["baseline"]["decode"]["draft_ms"] == 0
+    assert phases["break_even_length"] > 0 and phases["explanation"]
+    assert first["cost_ratio"] > 0
     assert first["match_rate"] >= 0.75
     assert len(first["baseline"]["token_ids"]) == 4
     assert first["baseline"]["tpot"] > 0 and first["speculative"]["ttft"] > 0

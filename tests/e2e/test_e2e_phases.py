@@ -1,13 +1,10 @@
-"""Issue 28 on real vLLM: a one-test pytest run with a draft model starts two engines (no
-draft model timed alone), and its cost ratio and phase figures come from inside the engines;
-synthetic acceptance on this CPU is refused before an engine starts.
+"""Issue 28 on real vLLM: synthetic acceptance on this CPU is refused before an engine starts.
 
-The phase figures need the worker's step profiles (``Round.profile``, filled in
-``engines/worker.py``); the engine count does not."""
+That a pytest run with a draft model starts two engines (no draft model timed alone) and takes
+its cost ratio and phase figures from inside them is checked on the shared suite's run
+(tests/e2e/test_e2e.py: ``test_json_report``, ``test_engines_are_reused``)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -18,42 +15,6 @@ from pytest_specdecode.tiny import tiny_models
 from ..e2e_support import ENGINE_KWARGS, needs_vllm
 
 pytestmark = [needs_vllm, pytest.mark.slow]
-
-SUITE = """
-import pytest
-
-DRAFT = {{"method": "draft_model", "model": {draft!r}, "num_speculative_tokens": 4}}
-
-@pytest.mark.specdecode("structured", target={target!r}, speculative_config=DRAFT,
-                        engine_kwargs={engine!r})
-def test_it(specdecode):
-    specdecode.run(["the hot word is", "water and people"], max_tokens=16)
-"""
-
-
-def test_a_one_test_run_with_a_draft_model_starts_two_engines(pytester: pytest.Pytester) -> None:
-    models = tiny_models()
-    pytester.makepyfile(
-        test_one=SUITE.format(
-            draft=str(models.draft), target=str(models.target), engine=ENGINE_KWARGS
-        )
-    )
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--specdecode-trials", "2", "--specdecode-report", "r.json",
-        timeout=600,
-    )  # fmt: skip
-    result.assert_outcomes(passed=1)
-    report = json.loads((pytester.path / "r.json").read_text())
-    assert report["session"]["engine_starts"] == 2, result.stdout.str()
-    entry = report["results"][0]
-    phases = entry["phases"]
-    assert phases is not None, "the worker gave no step profile"
-    assert phases["speculative"]["decode"]["draft_ms"] > 0 and phases["draft_share"] > 0
-    assert phases["baseline"]["decode"]["draft_ms"] == 0
-    assert phases["break_even_length"] > 0 and phases["explanation"]
-    # the one-layer draft, timed inside the engine (its size is a measured figure: printed)
-    assert entry["cost_ratio"] > 0
-    print(f"cost ratio {entry['cost_ratio']:.3f}, draft share {phases['draft_share']:.3f}")
 
 
 @pytest.mark.skipif(detect_device().kind != "cpu", reason="synthetic acceptance runs on a GPU")
