@@ -5,10 +5,11 @@ from dataclasses import replace
 import pytest
 
 from pytest_specdecode import assert_extra_memory
-from pytest_specdecode.errors import GateError
+from pytest_specdecode.baselines.report import Report
+from pytest_specdecode.errors import ConfigError, GateError
 from pytest_specdecode.measure.figures import with_verdict
 from pytest_specdecode.measure.judge import judge, verdict_of
-from pytest_specdecode.measure.result import Result
+from pytest_specdecode.measure.result import Result, entry
 from pytest_specdecode.measure.verdict import Verdict, by_interval, written
 
 from ..helpers import fake_result
@@ -113,3 +114,11 @@ def test_verdict_of_a_result_is_its_own_else_its_intervals() -> None:
     assert slower.verdict is None and verdict_of(slower) is Verdict.NOT_WORTH
     # a judged result keeps its verdict though its interval alone says otherwise
     assert verdict_of(replace(fake_result(), verdict=Verdict.INCONCLUSIVE)) is Verdict.INCONCLUSIVE
+
+
+def test_a_report_with_a_verdict_this_version_does_not_write_is_refused() -> None:
+    data = {"format_version": 1, "environment": {}, "results": [entry(fake_result(), None)]}
+    assert Report.from_dict(data, "report r.json").results[0].result.verdict is None
+    data["results"][0]["verdict"] = "maybe"
+    with pytest.raises(ConfigError, match="r.json: invalid at results/0/verdict: 'maybe' is not"):
+        Report.from_dict(data, "report r.json")
