@@ -52,6 +52,11 @@ RECORDED = ROOT / "docs" / "data" / "example-suites.json"
 _SVG = re.compile(r"<svg.*?</svg>", re.DOTALL)
 
 
+def _no_svg(page: str) -> str:
+    """An HTML page with its charts cut out (matplotlib's ids and dates vary)."""
+    return _SVG.sub("<svg/>", page)
+
+
 def _no_verdicts(data: dict[str, Any]) -> dict[str, Any]:
     """Every result and candidate without a verdict (a report from before verdicts)."""
     for r in data["results"]:
@@ -158,7 +163,7 @@ def render_all(out: Path, name: str, data: dict[str, Any]) -> None:
     _write(
         out, f"{name}.checklists.json", lambda: json_text([c.to_dict() for c in checklists(report)])
     )
-    _write(out, f"{name}.html", lambda: _SVG.sub("<svg/>", render_html(report)))
+    _write(out, f"{name}.html", lambda: _no_svg(render_html(report)))
     for fmt in EXPORTS:
         _write(out, f"{name}.export-{fmt.name}", lambda fmt=fmt: fmt.document_text(report, name))
     junit = [
@@ -166,7 +171,7 @@ def render_all(out: Path, name: str, data: dict[str, Any]) -> None:
         for e in report.results
     ]
     _write(out, f"{name}.junit.json", lambda: json_text(junit))
-    _write(out, f"{name}.cli-html.txt", lambda: _cli("html", str(path), "-", "--verbose"))
+    _write(out, f"{name}.cli-html.txt", lambda: _no_svg(_cli("html", str(path), "-", "-v")))
 
 
 def _compare(out: Path, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -184,7 +189,7 @@ def _compare(out: Path, name: str, old: dict[str, Any], new: dict[str, Any]) -> 
                             tolerances)  # fmt: skip
     _write(out, f"{name}.comparison.txt", lambda: render_comparison(verdicts) + "\n")
     compared = replace(report, comparisons=tuple(verdicts))
-    _write(out, f"{name}.html", lambda: _SVG.sub("<svg/>", render_html(compared)))
+    _write(out, f"{name}.html", lambda: _no_svg(render_html(compared)))
     _write(out, f"{name}.report.json", lambda: json_text(compared.to_dict()))
 
 
