@@ -39,6 +39,7 @@ from pytest_specdecode.reporting.phases import (  # noqa: E402
 from pytest_specdecode.reporting.table import (  # noqa: E402
     LEGEND,
     LOAD_LEGEND,
+    Gate,
     check_line,
     distribution_line,
     gate,
@@ -144,7 +145,7 @@ def _results_table(entries: Sequence[ReportEntry]) -> str:
     for e in entries:
         r = e.to_dict()
         low, high = r["speedup_ci"]
-        outcome = {"?": "-", "FAIL": "**FAIL**"}.get(gate(e), gate(e))
+        outcome = {Gate.UNKNOWN: "-", Gate.FAIL: "**FAIL**"}.get(gate(e), gate(e))
         lines.append(
             f"| {_cell(label(e))} | {r['category']} | {r['method']} "
             f"({r['num_speculative_tokens']}) | {r['speedup']:.2f}x [{low:.2f}-{high:.2f}] | "

@@ -30,6 +30,7 @@ from ..measure.load import LoadResult
 from ..measure.result import EngineFigures, Outcome, Result
 from ..measure.sequential import Session
 from ..measure.sweep import Sweep
+from ..measure.verdict import Verdict as WorthIt  # .compare's Verdict is a comparison's
 from .compare import Verdict, result_key
 from .files import FORMAT_VERSION, PRODUCTS, _non_finite_at, _path_text, results_schema
 
@@ -245,6 +246,9 @@ def _required(cls: type) -> list[str]:
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _INTERVAL = {"type": "array", "items": _NUMBER_OR_NULL, "minItems": 2, "maxItems": 2}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
+#: A verdict as a report writes it: its words, or "" for none
+#: (:class:`~pytest_specdecode.measure.verdict.Verdict`).
+_VERDICT = {"enum": ["", *(str(v) for v in WorthIt)]}
 _TOP = {
     "$comment": "most frequent tokens and their shares: [token, share] pairs",
     "type": "array",
@@ -261,8 +265,8 @@ _TOP = {
 def typed_schema() -> dict[str, Any]:
     """What the typed objects need beyond the JSON schema of report files
     (:func:`~.files.results_schema`): every field a result and its engines' figures have no
-    default for, typed outcome fields, and the shape of rankings and distribution checks
-    (which that schema leaves open)."""
+    default for, typed outcome fields, worth-it verdicts as words (or ""), and the
+    shape of rankings and distribution checks (which that schema leaves open)."""
     engine = {"type": "object", "required": _required(EngineFigures)}
     entry = {
         "type": "object",
@@ -286,6 +290,7 @@ def typed_schema() -> dict[str, Any]:
             "mode": {"type": "string"},
             "memory": {"type": "string"},
             "category": {"type": "string"},
+            "verdict": _VERDICT,
             "gate_failures": _STRINGS,
         },
     }
@@ -305,7 +310,7 @@ def typed_schema() -> dict[str, Any]:
             "alpha": _NUMBER_OR_NULL,
             "cost_ratio": _NUMBER_OR_NULL,
             "extra_memory_gib": _NUMBER_OR_NULL,
-            "verdict": {"type": "string"},
+            "verdict": _VERDICT,
             "verdict_reasons": _STRINGS,
             "tied": {"type": "boolean"},
         },

@@ -16,7 +16,7 @@ from typing import Any
 from ..engines.config import EngineConfig
 from ..errors import ConfigError, GateError
 from .result import Result, finite, number, summarized
-from .verdict import NOT_WORTH, WORTH
+from .verdict import Verdict, written
 
 CANDIDATES_EXAMPLE = (
     'e.g. {"ngram": {"method": "ngram", "num_speculative_tokens": 4}, '
@@ -75,7 +75,7 @@ class Candidate:
         return self.result.speedup_ci
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict | None:
         return self.result.verdict
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,7 +93,7 @@ class Candidate:
             "alpha": r.alpha,
             "cost_ratio": r.cost_ratio,
             "extra_memory_gib": r.extra_memory_gib,
-            "verdict": r.verdict,
+            "verdict": written(r.verdict),
             "verdict_reasons": list(r.verdict_reasons),
             "tied": self.tied,
         }
@@ -123,7 +123,7 @@ class Candidate:
             mean_acceptance_length=number(data.get("mean_acceptance_length")),
             alpha=_optional(data.get("alpha")), cost_ratio=_optional(data.get("cost_ratio")),
             extra_memory_gib=_optional(data.get("extra_memory_gib")),
-            verdict=str(data.get("verdict") or ""),
+            verdict=Verdict.read(data.get("verdict")),
             verdict_reasons=[str(r) for r in data.get("verdict_reasons") or []],
         )  # fmt: skip
         return cls(name, result, tied)
@@ -185,7 +185,7 @@ class Ranking:
     @property
     def best(self) -> str | None:
         """The fastest candidate whose verdict is "worth it"; None when none is."""
-        return next((c.name for c in self.candidates if c.verdict == WORTH), None)
+        return next((c.name for c in self.candidates if c.verdict == Verdict.WORTH), None)
 
     @property
     def reason(self) -> str:
@@ -194,13 +194,13 @@ class Ranking:
             return "no candidates were measured"
         top, best = self.candidates[0], self.best
         if best is None:
-            return f"none is worth it: the fastest, {_figure(top)}, is {top.verdict}"
+            return f"none is worth it: the fastest, {_figure(top)}, is {written(top.verdict)}"
         if best == top.name:
             ties = f"; tied within the 95% interval: {', '.join(self.tied)}" if self.tied else ""
             return f"{_figure(top)} is the fastest and worth it{ties}"
         return (
             f"{_figure(self[best])} is the fastest worth it; {_figure(top)} is faster but "
-            f"{top.verdict}"
+            f"{written(top.verdict)}"
         )
 
     def assert_best(self, name: str, *, within: float = 0.05) -> None:
@@ -232,7 +232,7 @@ class Ranking:
                 f"Ranking: {', '.join(_figure(c) for c in self.candidates)}",
                 key,
             )
-        if chosen.verdict == NOT_WORTH:
+        if chosen.verdict == Verdict.NOT_WORTH:
             reasons = "; ".join(getattr(chosen.result, "verdict_reasons", ()) or ())
             raise GateError(
                 f"{self.nodeid}: the chosen draft {_figure(chosen)} is "

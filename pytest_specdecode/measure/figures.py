@@ -268,7 +268,7 @@ def with_theory(result: Result, cost_ratio: float | None) -> Result:
 
 def with_verdict(result: Result, max_extra_memory_gib: float | None) -> Result:
     """``result`` with its worth-it verdict and the reasons."""
-    from .verdict import judge
+    from .judge import judge
 
     verdict, reasons = judge(result, max_extra_memory_gib=max_extra_memory_gib)
     return replace(result, verdict=verdict, verdict_reasons=reasons)

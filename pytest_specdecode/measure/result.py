@@ -16,6 +16,7 @@ from typing import Any
 from .detectable import Detectable
 from .phases import PhaseSummary
 from .stats import percentile
+from .verdict import Verdict, written
 
 #: Report-entry fields that are not the result's: how the test judged it, and where it ran.
 OUTCOME_FIELDS = ("passed", "gate_failures", "worker")
@@ -101,7 +102,7 @@ class Result:
     #: KV cache (0 without a model; process memory not counted; see ``engines/footprint.py``);
     #: the parts are in ``notes["memory"]``
     extra_memory_gib: float | None = None
-    verdict: str = ""  # "worth it", "not worth it" or "inconclusive"
+    verdict: Verdict | None = None  # None: not judged (a sweep's point, an older report)
     verdict_reasons: list[str] = field(default_factory=list)
     adaptive: bool = False  # rounds were added until the interval was decisive
     inconclusive: str = ""  # why an adaptive measurement could not decide, if it could not
@@ -133,6 +134,7 @@ class Result:
         texts."""
         data = asdict(self)
         data["speedup_ci"] = list(self.speedup_ci)
+        data["verdict"] = written(self.verdict)
         data["phases"] = None if self.phases is None else self.phases.to_dict()
         # a saved baseline's figures only (reports of other runs stay as they were)
         data["detectable"] = {k: v.to_dict() for k, v in self.detectable.items()}
@@ -165,6 +167,7 @@ class Result:
         values = _known(cls, data)
         low, high = data["speedup_ci"]
         values["speedup_ci"] = (number(low), number(high))
+        values["verdict"] = Verdict.read(data.get("verdict"))
         values["baseline"] = EngineFigures.from_dict(data["baseline"])
         values["speculative"] = EngineFigures.from_dict(data["speculative"])
         values["divergences"] = [Divergence(**d) for d in data.get("divergences") or []]

@@ -39,11 +39,13 @@ from ..engines.methods import NO_MODEL, is_head
 from ..figure_table import finite, real
 from ..measure.cache import cache_note, clearly_below, gap_text, rates_text
 from ..measure.choice import Candidate, Ranking
+from ..measure.judge import verdict_of
 from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 from ..measure.phases import PhaseSummary
 from ..measure.result import Result
 from ..measure.sweep import Sweep
+from ..measure.verdict import Verdict, by_interval
 from ..names import display_name
 from .fit import wrap
 from .phases import (
@@ -59,7 +61,6 @@ from .phases import (
 )
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
-WORTH, NOT_WORTH, INCONCLUSIVE = "worth it", "not worth it", "inconclusive"
 
 #: extra memory below this is "none to speak of"
 NEGLIGIBLE_GIB = 0.05
@@ -193,19 +194,6 @@ def _ci(r: Row | Candidate) -> tuple[float | None, float | None]:
     """The speedup's interval ends, each a number or None (unknown)."""
     low, high = r.speedup_ci
     return finite(low), finite(high)
-
-
-def _verdict(r: Row) -> str:
-    """The result's verdict; from its interval when the file has none."""
-    verdict = r.verdict
-    if verdict in (WORTH, NOT_WORTH, INCONCLUSIVE):
-        return verdict
-    low, high = _ci(r)
-    if high is not None and high < 1.0:
-        return NOT_WORTH
-    if low is not None and low > 1.0:
-        return WORTH
-    return INCONCLUSIVE
 
 
 def _speedup(r: Row | Candidate) -> float:
@@ -360,7 +348,9 @@ def _batch(rows: Sequence[Row], sweeps: Sequence[Sweep]) -> _Answer:
         points = curve.points
         end = curve.crossover
         if end is None:
-            end = next((c for c, p in points if (_ci(p)[1] or float("inf")) < 1.0), None)
+            end = next(
+                (c for c, p in points if by_interval(p.speedup_ci) is Verdict.NOT_WORTH), None
+            )
         if end is not None:
             at = dict(points).get(end)
             shown = f" ({_figure(at)})" if at is not None else ""
@@ -378,7 +368,7 @@ def _batch(rows: Sequence[Row], sweeps: Sequence[Sweep]) -> _Answer:
             f"{_figure(p)} at batch {c}, the largest measured in {test} ({_figure(first)} at "
             f"batch {first_c})"
         )
-        lasts.append((c, figure, (_ci(p)[0] or 0.0) > 1.0))
+        lasts.append((c, figure, by_interval(p.speedup_ci) is Verdict.WORTH))
     if ends:
         end, figure = min(ends)
         return _Answer(Line(BATCH_SIZE, NO, figure), f"gone by batch {end}", order=(3, 0.0))
@@ -537,17 +527,17 @@ def _describe(r: Row, *, spread_too: bool = False) -> str:
 
 def _workload(category: str, runs: Sequence[Row]) -> _Answer:
     ordered = sorted(runs, key=_speedup, reverse=True)
-    verdicts = [_verdict(r) for r in ordered]
+    verdicts = [verdict_of(r) for r in ordered]
     shown = "; ".join(_describe(r, spread_too=i == 0) for i, r in enumerate(ordered[:3]))
     if len(ordered) > 3:
         shown += f"; and {len(ordered) - 3} more"
     question = f"workload: {category}"
     top = ordered[0]
-    if WORTH in verdicts:
-        best = ordered[verdicts.index(WORTH)]
+    if Verdict.WORTH in verdicts:
+        best = ordered[verdicts.index(Verdict.WORTH)]
         phrase = f"{category} at batch {batch(best) or '-'}: {_x(best.speedup)}"
         return _Answer(Line(question, YES, shown), phrase, "worth it for", (0, -_speedup(best)))
-    if all(v == NOT_WORTH for v in verdicts):
+    if all(v == Verdict.NOT_WORTH for v in verdicts):
         phrase = f"{category}: {_x(top.speedup)}"
         return _Answer(Line(question, NO, shown), phrase, "not for", (2, -_speedup(top)))
     known = finite(top.speedup) is not None
@@ -577,12 +567,12 @@ def _context(rows: Sequence[Row]) -> _Answer:
                 text += f": {ratio:.2f} of the short-prompt speedup"
         parts.append(text)
     figure = "; ".join(parts)
-    verdicts = {_verdict(r) for r in long}
+    verdicts = {verdict_of(r) for r in long}
     worst = min(long, key=_speedup)
-    if verdicts == {WORTH}:
+    if verdicts == {Verdict.WORTH}:
         phrase = f"holds behind long prompts: {_x(worst.speedup)}"
         return _Answer(Line(CONTEXT, YES, figure), phrase, order=(4, 0.0))
-    if NOT_WORTH in verdicts:
+    if Verdict.NOT_WORTH in verdicts:
         phrase = f"not behind long prompts: {_x(worst.speedup)}"
         return _Answer(Line(CONTEXT, NO, figure), phrase, order=(4, 0.0))
     return _Answer(Line(CONTEXT, UNKNOWN, figure))

@@ -33,7 +33,8 @@ from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, rate_text
 from ..measure.phases import StepFigures
 from ..measure.sweep import Sweep
-from .checklist import Checklist, checklists
+from ..measure.verdict import Verdict
+from .checklist import NO, UNKNOWN, YES, Checklist, checklists
 from .phases import (
     NOT_RECORDED,
     PHASE_COLOURS,
@@ -54,6 +55,8 @@ from .table import (
     RANKING_HEADERS,
     SCHEDULE_HEADERS,
     SCHEDULE_LEGEND,
+    Cell,
+    Gate,
     check_line,
     check_rows,
     comparison_rows,
@@ -61,8 +64,8 @@ from .table import (
     label,
     load_line,
     ranking_rows,
-    render,
     render_loads,
+    results_table,
     schedule_line,
     schedule_rows,
     sizing_lines,
@@ -824,17 +827,44 @@ def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
     return ["<section id='summary'>", f"<dl>{rows}</dl>", *_flags(report, env), "</section>"]
 
 
-#: Verdict and gate words in the results table, and the class that colours them.
-_VERDICT_CLASS = {"worth it": "yes", "pass": "yes", "not worth it": "no", "FAIL": "no",
-                  "inconclusive": "unknown"}  # fmt: skip
-_VERDICT_CELL = re.compile(r"<td>\s*(worth it|not worth it|inconclusive|pass|FAIL)\s*</td>")
+#: The class that colours a verdict, and a gate outcome, in the results table: the
+#: checklist's answer it amounts to.
+_VERDICT_CLASS = {Verdict.WORTH: YES, Verdict.NOT_WORTH: NO, Verdict.INCONCLUSIVE: UNKNOWN}
+_GATE_CLASS = {Gate.PASS: YES, Gate.FAIL: NO, Gate.INCONCLUSIVE: UNKNOWN}
 
 
-def _coloured(table: str) -> str:
-    """The results table with its verdict and gate cells coloured as the checklist's."""
-    return _VERDICT_CELL.sub(
-        lambda m: f"<td class='{_VERDICT_CLASS[m.group(1)]}'>{m.group(1)}</td>", table
+def _cell_class(cell: Cell) -> str | None:
+    """The class of a results-table cell (None: plain text, or a gate that decided nothing)."""
+    if isinstance(cell, Verdict):
+        return _VERDICT_CLASS[cell]
+    if isinstance(cell, Gate):
+        return _GATE_CLASS.get(cell)
+    return None
+
+
+def _results_table(results: Sequence[ReportEntry]) -> str:
+    """The results table (:func:`~.table.results_table`), each verdict and gate cell given
+    the class that colours it. Cells are laid out as tabulate's ``html`` format does (each
+    padded to its column's width: the longest cell, or the header and two spaces) but for a
+    coloured one, which holds its words alone."""
+    headers, table = results_table(results)
+    texts = [[str(cell).strip() for cell in row] for row in table]
+    widths = [max([len(h) + 2, *(len(row[i]) for row in texts)]) for i, h in enumerate(headers)]
+
+    def td(cell: Cell, text: str, width: int) -> str:
+        css = _cell_class(cell)
+        if css is None:
+            return f"<td>{html.escape(text.ljust(width))}</td>"
+        return f"<td class='{css}'>{html.escape(text)}</td>"
+
+    head = "".join(
+        f"<th>{html.escape(h.ljust(w))}</th>" for h, w in zip(headers, widths, strict=True)
     )
+    body = "".join(
+        "\n<tr>" + "".join(map(td, row, text, widths)) + "</tr>"
+        for row, text in zip(table, texts, strict=True)
+    )
+    return f"<table>\n<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>{body}\n</tbody>\n</table>"
 
 
 def _escaped(value: T) -> T:
@@ -878,8 +908,7 @@ def render_html(report: Report) -> str:
         *_summary_section(report, env),
         *_checklist_section(checklists(report)),
         "<h2>Results</h2>",
-        f"<div id='results' class='wrap{notes}'>"
-        f"{_coloured(render(results, tablefmt='html'))}</div>",
+        f"<div id='results' class='wrap{notes}'>{_results_table(results)}</div>",
         "<h2>Verdicts</h2><ul>",
     ]
     for r in results:

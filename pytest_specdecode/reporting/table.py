@@ -9,6 +9,7 @@ import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from tabulate import tabulate
@@ -23,6 +24,7 @@ from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadResult, LoadSummary, rate_text
 from ..measure.result import Result
 from ..measure.sweep import Sweep
+from ..measure.verdict import Verdict
 from .checklist import spread
 from .fit import compact_table, fit_columns, longest, wrap
 from .phases import SERVED, phase_line, phases
@@ -132,12 +134,21 @@ def _cell(r: Result, name: str) -> str:
     return f"{text}{row.unit} [{_num(low, row.cell_fmt)}-{_num(high, row.cell_fmt)}]"
 
 
-def gate(row: ReportEntry) -> str:
-    """The result's gate outcome: ``inconclusive``, ``pass``, ``FAIL``, or ``?`` (no gate)."""
+class Gate(StrEnum):
+    """How a result's test judged it, as the summary table's ``result`` column says."""
+
+    PASS = "pass"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "inconclusive"  # an adaptive measurement that could not decide
+    UNKNOWN = "?"  # the test did not decide (skipped, not run, or no outcome recorded)
+
+
+def gate(row: ReportEntry) -> Gate:
+    """The result's gate outcome (:class:`Gate`)."""
     if row.result.inconclusive:
-        return "inconclusive"
+        return Gate.INCONCLUSIVE
     passed = row.outcome.passed
-    return "?" if passed is None else ("pass" if passed else "FAIL")
+    return Gate.UNKNOWN if passed is None else (Gate.PASS if passed else Gate.FAIL)
 
 
 #: Notes the report keeps but the table's notes column leaves out: the parts of the extra
@@ -156,15 +167,26 @@ def _spread(result: Result) -> str:
     return "" if values is None else "{:.2f}/{:.2f}/{:.2f}".format(*values)
 
 
+#: A cell of the summary table: text, or a verdict or gate outcome (shown as its words; the
+#: HTML page colours it).
+Cell = str | Verdict | Gate
+
+
 def rows(results: Iterable[ReportEntry]) -> list[list[str]]:
-    """One table row per report entry."""
-    out = []
-    for r in results:
-        out.append([printable(cell) for cell in _cells(r)])
-    return out
+    """One table row per report entry, as text."""
+    return [[printable(cell) for cell in _cells(r)] for r in results]
 
 
-def _cells(entry: ReportEntry) -> list[str]:
+def _typed(results: Iterable[ReportEntry]) -> list[list[Cell]]:
+    """One table row per report entry: text escaped (:func:`printable`), verdicts and gate
+    outcomes kept as themselves."""
+    return [
+        [cell if isinstance(cell, Verdict | Gate) else printable(cell) for cell in _cells(r)]
+        for r in results
+    ]
+
+
+def _cells(entry: ReportEntry) -> list[Cell]:
     r = entry.result
     return [
         label(r),
@@ -224,19 +246,22 @@ NARROW_ORDER = (
 MIN_TEST_WIDTH = 12
 
 
-def _table(results: Iterable[ReportEntry]) -> tuple[list[str], list[list[str]]]:
-    """The summary table's headers and rows, with the :data:`OPTIONAL` columns only where some
-    result fills them."""
-    table = rows(results)
+def results_table(results: Iterable[ReportEntry]) -> tuple[list[str], list[list[Cell]]]:
+    """The summary table's headers and rows (:data:`Cell`), with the :data:`OPTIONAL` columns
+    only where some result fills them."""
+    table = _typed(results)
     headers = list(HEADERS)
     for index, title in OPTIONAL:  # every column, in row order
         headers.insert(index, title)
     empty = {index for index, _ in OPTIONAL if not any(row[index] for row in table)}
+    shown = [i for i in range(len(headers)) if i not in empty]
+    return [headers[i] for i in shown], [[row[i] for i in shown] for row in table]
 
-    def kept(row: Sequence[str]) -> list[str]:
-        return [cell for i, cell in enumerate(row) if i not in empty]
 
-    return kept(headers), [kept(row) for row in table]
+def _table(results: Iterable[ReportEntry]) -> tuple[list[str], list[list[str]]]:
+    """:func:`results_table` as text."""
+    headers, table = results_table(results)
+    return headers, [[str(cell) for cell in row] for row in table]
 
 
 def render(results: Iterable[ReportEntry], tablefmt: str = "simple") -> str:

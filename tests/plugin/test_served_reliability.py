@@ -16,8 +16,9 @@ from pytest_specdecode.engines.config import EngineConfig
 from pytest_specdecode.engines.protocol import Counters, RequestFigures, Round
 from pytest_specdecode.engines.served import ServedEngine, parse_metrics
 from pytest_specdecode.errors import CounterResetError, EngineError
+from pytest_specdecode.measure.judge import judge
 from pytest_specdecode.measure.paired import ratios, run_paired
-from pytest_specdecode.measure.verdict import INCONCLUSIVE, NOT_WORTH, WORTH, judge
+from pytest_specdecode.measure.verdict import Verdict
 
 from ..fakes import FakeSource
 from ..helpers import fake_result
@@ -272,17 +273,17 @@ def test_a_greedy_result_whose_outputs_differ_is_not_worth_it() -> None:
     base = [[1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 1, 1]]
     spec = [[1, 2, 3], [4, 5, 0], [7, 0, 9], [0, 1, 1]]
     verdict, reasons = judge(fake_result(base_outputs=base, spec_outputs=spec))
-    assert verdict == INCONCLUSIVE
+    assert verdict == Verdict.INCONCLUSIVE
     assert reasons[0].startswith("faster: speedup 2.00x")
     assert "outputs differ at temperature 0: 0.25 of prompts match the baseline's" in reasons[-1]
     half = [[1, 2, 3], [4, 5, 6], [7, 0, 9], [0, 1, 1]]  # half match: the rule's edge
-    assert judge(fake_result(base_outputs=base, spec_outputs=half))[0] == WORTH
+    assert judge(fake_result(base_outputs=base, spec_outputs=half))[0] == Verdict.WORTH
 
 
 def test_sampled_outputs_may_differ_the_creative_suite_keeps_its_verdict() -> None:
     base, spec = [[1, 2, 3], [4, 5, 6]], [[3, 2, 1], [6, 5, 4]]
     verdict, reasons = judge(fake_result(base_outputs=base, spec_outputs=spec, temperature=0.8))
-    assert verdict == WORTH and not any("differ" in r for r in reasons)
+    assert verdict == Verdict.WORTH and not any("differ" in r for r in reasons)
 
 
 def test_output_lengths_far_apart_cannot_be_worth_it() -> None:
@@ -290,13 +291,13 @@ def test_output_lengths_far_apart_cannot_be_worth_it() -> None:
     result = fake_result(base_outputs=base, spec_outputs=short, temperature=0.8,
                          spec_times=(0.3, 0.33, 0.27))  # fmt: skip
     verdict, reasons = judge(result)
-    assert verdict == INCONCLUSIVE and result.speedup_ci[0] > 1
+    assert verdict == Verdict.INCONCLUSIVE and result.speedup_ci[0] > 1
     assert (
         "output lengths differ: the speculative engine generated 60 tokens to the baseline's "
         "80 (75%) in the last round" in reasons[-1]
     )
     slow = fake_result(base_outputs=base, spec_outputs=short, spec_times=(2.0, 2.1, 1.9))
-    assert judge(slow)[0] == NOT_WORTH  # slower stays "not worth it"
+    assert judge(slow)[0] == Verdict.NOT_WORTH  # slower stays "not worth it"
 
 
 SHORT_SUITE = """
@@ -325,5 +326,5 @@ def test_a_server_that_returns_a_quarter_of_the_tokens_is_not_worth_it(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*speedup*below*1.2*"])
     (entry,) = files.load(pytester.path / "r.json")["results"]
-    assert entry["verdict"] != WORTH and entry["speedup"] < 1.2
+    assert entry["verdict"] != Verdict.WORTH and entry["speedup"] < 1.2
     assert any(why in r for r in entry["verdict_reasons"])

@@ -1,22 +1,29 @@
 import json
 import math
+import re
 from dataclasses import replace
 from typing import Any
+
+from tabulate import tabulate
 
 from pytest_specdecode.baselines.compare import Verdict
 from pytest_specdecode.baselines.report import ReportEntry
 from pytest_specdecode.measure.choice import Ranking
 from pytest_specdecode.measure.equivalence import DistributionCheck, PositionTest
-from pytest_specdecode.measure.figures import with_notes
+from pytest_specdecode.measure.figures import with_notes, with_verdict
 from pytest_specdecode.measure.load import LoadResult
 from pytest_specdecode.measure.result import Outcome
+from pytest_specdecode.reporting.html import _results_table
 from pytest_specdecode.reporting.table import (
     HEADERS,
+    Gate,
+    gate,
     printable,
     ranking_line,
     render,
     render_comparison,
     render_ranking,
+    results_table,
 )
 
 from ..helpers import fake_result
@@ -62,6 +69,36 @@ def test_control_characters_from_files_are_escaped() -> None:
     verdict = Verdict("t.py::test_\x1b[31m", "speedup\x1b", "regressed", 2.0, 1.0, 0.01)
     table = render_comparison([verdict])
     assert "\x1b" not in table and "test_\\x1b[31m" in table and "speedup\\x1b" in table
+
+
+def _tabulated(entries: list[ReportEntry]) -> str:
+    headers, table = results_table(entries)
+    text = [[str(cell) for cell in row] for row in table]
+    return tabulate(text, headers=headers, tablefmt="html", disable_numparse=True)
+
+
+def test_html_results_table_classes_verdict_and_gate_cells_in_tabulates_layout() -> None:
+    """The HTML page's results table is laid out as tabulate's html format (the padding too);
+    a verdict or gate cell gets its class from its value, not from its text."""
+    undecided = [ReportEntry(fake_result()), ReportEntry(replace(fake_result(), label="<&>"))]
+    assert [gate(e) for e in undecided] == [Gate.UNKNOWN] * 2
+    assert _results_table(undecided) == _tabulated(undecided)
+    slower = fake_result(spec_times=(2.0, 2.2, 1.8))
+    entries = [
+        ReportEntry(with_verdict(fake_result(), None), Outcome(passed=True)),
+        ReportEntry(replace(with_verdict(slower, None), label="worth it"), Outcome(passed=False)),
+        ReportEntry(replace(with_verdict(fake_result(spec_times=(0.8, 1.3, 1.0)), None),
+                            inconclusive="ran out of rounds")),
+    ]  # fmt: skip
+    page = _results_table(entries)
+    for cell in ("<td class='yes'>worth it</td>", "<td class='yes'>pass</td>",
+                 "<td class='no'>not worth it</td>", "<td class='no'>FAIL</td>",
+                 "<td class='unknown'>inconclusive</td>"):  # fmt: skip
+        assert cell in page
+    assert page.count("class=") == 6 and "<td>test_a [worth it]" in page  # a label is text
+    unpadded = re.compile(r"\s+</td>")
+    plain = re.sub(r"<td class='\w+'>", "<td>", unpadded.sub("</td>", page))
+    assert plain == unpadded.sub("</td>", _tabulated(entries))
 
 
 def test_printable_keeps_text_and_optionally_newlines() -> None:

@@ -1,17 +1,23 @@
+import json
+import math
 from dataclasses import replace
 
 import pytest
 
 from pytest_specdecode import assert_extra_memory
-from pytest_specdecode.errors import GateError
-from pytest_specdecode.measure.verdict import INCONCLUSIVE, NOT_WORTH, WORTH, judge
+from pytest_specdecode.baselines.report import Report
+from pytest_specdecode.errors import ConfigError, GateError
+from pytest_specdecode.measure.figures import with_verdict
+from pytest_specdecode.measure.judge import judge, verdict_of
+from pytest_specdecode.measure.result import Result, entry
+from pytest_specdecode.measure.verdict import Verdict, by_interval, written
 
 from ..helpers import fake_result
 
 
 def test_clear_speedup_is_worth_it() -> None:
     verdict, reasons = judge(fake_result())
-    assert verdict == WORTH and reasons[0].startswith("faster: speedup 2.00x")
+    assert verdict == Verdict.WORTH and reasons[0].startswith("faster: speedup 2.00x")
 
 
 def test_slowdown_with_low_first_position_acceptance_names_the_cost_ratio() -> None:
@@ -22,7 +28,7 @@ def test_slowdown_with_low_first_position_acceptance_names_the_cost_ratio() -> N
         cost_ratio=0.3,
     )
     verdict, reasons = judge(result)
-    assert verdict == NOT_WORTH
+    assert verdict == Verdict.NOT_WORTH
     assert any(
         "acceptance too low for this cost ratio: first draft token accepted 0.25 <= "
         "draft/target cost 0.30, so even k=1 cannot win" in r
@@ -59,7 +65,7 @@ def test_overhead_reads_efficiency_against_measured_tokens_per_step() -> None:
 def test_straddling_one_is_inconclusive() -> None:
     result = fake_result(spec_times=(0.8, 1.3, 1.0))
     verdict, reasons = judge(result)
-    assert verdict == INCONCLUSIVE and "contains 1.0" in reasons[0]
+    assert verdict == Verdict.INCONCLUSIVE and "contains 1.0" in reasons[0]
 
 
 def test_memory_gate() -> None:
@@ -71,7 +77,48 @@ def test_memory_gate() -> None:
         extra_memory_gib=2.5,
     )
     verdict, reasons = judge(result, max_extra_memory_gib=1.0)
-    assert verdict == NOT_WORTH and "above the 1 GiB allowed" in reasons[-1]
+    assert verdict == Verdict.NOT_WORTH and "above the 1 GiB allowed" in reasons[-1]
     assert_extra_memory(result, max=3.0)
     with pytest.raises(GateError, match="costs 2.50 GiB more memory than the baseline"):
         assert_extra_memory(result, max=1.0)
+
+
+def test_a_verdict_is_its_words_in_a_report_and_read_back() -> None:
+    """The JSON form is the words ("" for none); reading gives the enum back."""
+    assert [str(v) for v in Verdict] == ["worth it", "not worth it", "inconclusive"]
+    judged = with_verdict(fake_result(), None)
+    assert judged.verdict is Verdict.WORTH
+    data = judged.to_dict()
+    assert type(data["verdict"]) is str and data["verdict"] == "worth it"
+    assert json.dumps(data["verdict"]) == '"worth it"'
+    assert Result.from_dict(data).verdict is Verdict.WORTH
+    unjudged = fake_result()
+    assert unjudged.verdict is None and unjudged.to_dict()["verdict"] == ""
+    assert Result.from_dict(unjudged.to_dict()).verdict is None
+    assert Verdict.read("") is None and Verdict.read(None) is None
+    assert all(Verdict.read(written(v)) is v for v in Verdict) and written(None) == ""
+
+
+def test_the_interval_alone_decides_and_an_unknown_end_decides_nothing() -> None:
+    assert by_interval((1.1, 1.5)) is Verdict.WORTH
+    assert by_interval((0.5, 0.9)) is Verdict.NOT_WORTH
+    assert by_interval((0.9, 1.1)) is Verdict.INCONCLUSIVE
+    assert by_interval((math.nan, 0.9)) is Verdict.NOT_WORTH
+    assert by_interval((1.1, math.nan)) is Verdict.WORTH
+    for unknown in ((math.nan, math.nan), (math.inf, math.inf), (-math.inf, -math.inf)):
+        assert by_interval(unknown) is Verdict.INCONCLUSIVE
+
+
+def test_verdict_of_a_result_is_its_own_else_its_intervals() -> None:
+    slower = fake_result(spec_times=(2.0, 2.2, 1.8))
+    assert slower.verdict is None and verdict_of(slower) is Verdict.NOT_WORTH
+    # a judged result keeps its verdict though its interval alone says otherwise
+    assert verdict_of(replace(fake_result(), verdict=Verdict.INCONCLUSIVE)) is Verdict.INCONCLUSIVE
+
+
+def test_a_report_with_a_verdict_this_version_does_not_write_is_refused() -> None:
+    data = {"format_version": 1, "environment": {}, "results": [entry(fake_result(), None)]}
+    assert Report.from_dict(data, "report r.json").results[0].result.verdict is None
+    data["results"][0]["verdict"] = "maybe"
+    with pytest.raises(ConfigError, match="r.json: invalid at results/0/verdict: 'maybe' is not"):
+        Report.from_dict(data, "report r.json")
