@@ -117,9 +117,9 @@ def test_large_vocabulary_is_read_once(tmp_path: Path) -> None:
     target = model(tmp_path, "target", vocab, vocab_size=150_000)
     draft = model(tmp_path, "draft", vocab, vocab_size=150_000, num_hidden_layers=1)
     compat._vocabulary_at.cache_clear()
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: what other processes take is not in it
     check(target, draft)
-    assert time.perf_counter() - start < 2.0  # "within a second or two", with a wide margin
+    assert time.process_time() - start < 2.0  # "within a second or two", with a wide margin
     check(target, draft)
     info = compat._vocabulary_at.cache_info()
     assert (info.misses, info.hits) == (2, 2)
