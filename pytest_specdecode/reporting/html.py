@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 import html
-import io
-import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -30,10 +28,11 @@ from ..errors import ConfigError
 from ..figure_table import finite
 from ..measure.choice import Ranking
 from ..measure.kschedule import KSchedule, ScheduleCheck
-from ..measure.load import LoadResult, rate_text
+from ..measure.load import LoadResult
 from ..measure.phases import StepFigures
 from ..measure.sweep import Sweep
 from ..measure.verdict import Verdict
+from . import charts
 from .checklist import NO, UNKNOWN, YES, Checklist, checklists
 from .phases import (
     NOT_RECORDED,
@@ -79,37 +78,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ConfigError(
-            "--specdecode-html needs matplotlib: pip install 'pytest-specdecode[html]'"
-        ) from None
-    return plt
-
-
-def _literal(draw: Callable[P, T]) -> Callable[P, T]:
-    """A chart function run with matplotlib's math text off: ``$...$`` in a label is drawn as
-    written (math text would drop the dollar signs, and ``$$`` makes it raise)."""
-
-    @functools.wraps(draw)
-    def literally(*args: P.args, **kwargs: P.kwargs) -> T:
-        with _pyplot().rc_context({"text.parse_math": False}):
-            return draw(*args, **kwargs)
-
-    return literally
-
-
-def _error_bars(value: float, low: float, high: float) -> tuple[float, float]:
-    """The lengths below and above ``value`` of its interval, never negative (a value outside
-    its interval gets no bar on that side rather than an error)."""
-    return max(0.0, value - low), max(0.0, high - value)
-
-
 def _charts(draw: Callable[[], list[str]]) -> list[str]:
     """``draw()``'s charts, or one line saying why they could not be drawn (the rest of the
     page still renders)."""
@@ -127,205 +95,6 @@ def _chart(draw: Callable[..., str], *args: Any) -> str:
     return _charts(lambda: [draw(*args)])[0]
 
 
-def _svg(fig: Any) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    _pyplot().close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
-
-
-def _interval(value: float, ci: tuple[float, float]) -> tuple[float, float]:
-    """``ci`` with an unknown end (``nan``) at ``value``."""
-    low, high = ci
-    return (value if math.isnan(low) else low), (value if math.isnan(high) else high)
-
-
-@_literal
-def speedup_chart(entries: Sequence[ReportEntry]) -> str:
-    """Speedup per result with its 95% interval, top to bottom in the order of the results
-    table, coloured by category (a legend names them)."""
-    plt = _pyplot()
-    results = [e.result for e in entries]
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(results) + 1.6))
-    categories = list(dict.fromkeys(r.category for r in results))
-    colours = {c: f"C{i % 10}" for i, c in enumerate(categories)}
-    for y, r in enumerate(results):
-        below, above = _error_bars(r.speedup, *_interval(r.speedup, r.speedup_ci))
-        ax.errorbar(
-            r.speedup, y, xerr=[[below], [above]], fmt="o",
-            color=colours[r.category], capsize=3, markersize=5,
-        )  # fmt: skip
-    ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
-    ax.set_yticks(range(len(results)), [label(e) for e in entries], fontsize=9)
-    for tick, r in zip(ax.get_yticklabels(), results, strict=True):
-        tick.set_color(colours[r.category])
-    ax.set_ylim(len(results) - 0.5, -0.5)  # the first result at the top, as in the table
-    ax.grid(axis="x", color="#eee")
-    ax.set_xlabel("speedup (speculative / baseline tokens per second), 95% interval")
-    handles = [
-        plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=c) for c in categories
-    ]
-    ax.legend(handles=handles, title="category", fontsize=8, title_fontsize=8,
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # fmt: skip
-    ax.set_title("Speedup by test and category")
-    return _svg(fig)
-
-
-#: Lines drawn one by one (with a legend) in a category's panel; more are drawn thin and grey
-#: under their mean.
-_MAX_LINES = 4
-
-
-@_literal
-def acceptance_chart(entries: Sequence[ReportEntry]) -> str:
-    """Share of drafts accepted at each speculative position: a small panel per category, on
-    one scale; a panel with up to four results draws each (named in its legend), one with more
-    draws them thin and grey under their mean."""
-    plt = _pyplot()
-    by_category: dict[str, list[ReportEntry]] = {}
-    for e in entries:
-        if e.result.acceptance_per_position:
-            by_category.setdefault(e.result.category, []).append(e)
-    if not by_category:
-        fig, ax = plt.subplots(figsize=(6, 1.2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no acceptance per position recorded", ha="center", va="center")
-        return _svg(fig)
-    columns = min(3, len(by_category))
-    rows = math.ceil(len(by_category) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.9 * rows),
-                             sharey=True, squeeze=False)  # fmt: skip
-    for ax in axes.flat[len(by_category) :]:
-        ax.axis("off")
-    for ax, (category, mine) in zip(axes.flat, by_category.items(), strict=False):
-        curves = [list(e.result.acceptance_per_position) for e in mine]
-        if len(mine) <= _MAX_LINES:
-            for i, (e, ys) in enumerate(zip(mine, curves, strict=True)):
-                name = e.result.label or label(e)
-                ax.plot(range(1, len(ys) + 1), ys, marker="o", color=f"C{i}", label=name)
-            ax.legend(fontsize=7, loc="lower left", frameon=False)
-        else:
-            for ys in curves:
-                ax.plot(range(1, len(ys) + 1), ys, color="#bbb", linewidth=0.8)
-            longest = max(len(ys) for ys in curves)
-            mean = [
-                sum(ys[i] for ys in curves if len(ys) > i) / sum(len(ys) > i for ys in curves)
-                for i in range(longest)
-            ]
-            ax.plot(range(1, longest + 1), mean, marker="o", color="C0",
-                    label=f"mean of {len(mine)} tests (grey: each)")  # fmt: skip
-            ax.legend(fontsize=7, loc="lower left", frameon=False)
-        ax.set_title(category, fontsize=10)
-        ax.set_ylim(0, 1.05)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.tick_params(labelsize=8)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("share accepted", fontsize=9)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("speculative position", fontsize=9)
-    fig.suptitle("Acceptance per position, by category")
-    fig.tight_layout()
-    return _svg(fig)
-
-
-@_literal
-def sweep_charts(sweep: Sweep) -> list[str]:
-    """Speedup with its 95% interval against k (a line per concurrency) and against
-    concurrency (a line per k, ticks at the measured concurrencies)."""
-    plt = _pyplot()
-    by_c: dict[int, list[tuple[int, float, float, float]]] = defaultdict(list)
-    by_k: dict[int, list[tuple[int, float, float, float]]] = defaultdict(list)
-    for k, c, result in sweep.points:
-        speedup = result.speedup
-        below, above = _error_bars(speedup, *_interval(speedup, result.speedup_ci))
-        by_c[c].append((k, speedup, below, above))
-        by_k[k].append((c, speedup, below, above))
-    charts = []
-    for groups, xlabel, legend, log in ((by_c, "k (speculative tokens)", "c", False),
-                                        (by_k, "concurrency (requests in flight)", "k",
-                                         True)):  # fmt: skip
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for i, (key, points) in enumerate(sorted(groups.items())):
-            xs, ys, lows, highs = zip(*sorted(points), strict=True)
-            ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, color=f"C{i}",
-                        label=f"{legend}={key}")  # fmt: skip
-        ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-        xs_all = sorted({x for pts in groups.values() for x, *_ in pts})
-        if log:
-            _concurrency_axis(ax, xs_all)
-        else:
-            ax.minorticks_off()
-            ax.set_xticks(xs_all, [str(x) for x in xs_all])
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("speedup, 95% interval")
-        name = sweep.nodeid.rsplit("::", 1)[-1]
-        ax.set_title(f"{name}: speedup against {xlabel.split(' (')[0]}", fontsize=10)
-        ax.legend(fontsize=8)
-        charts.append(_svg(fig))
-    return charts
-
-
-def _concurrency_axis(ax: Any, concurrencies: Sequence[int]) -> None:
-    """A concurrency axis ticked at the measured concurrencies (1, 8, 32: not the powers of
-    two between them), logarithmic when they span a factor of 4 or more."""
-    measured = sorted(set(concurrencies))
-    if len(measured) > 1 and measured[-1] >= 4 * measured[0]:
-        ax.set_xscale("log", base=2)
-    ax.minorticks_off()
-    ax.set_xticks(measured, [str(c) for c in measured])
-
-
-def break_even_chart(sweep: Sweep) -> str:
-    """:func:`break_even_figure` as inline SVG."""
-    return _svg(break_even_figure(sweep))
-
-
-def break_even_figure(sweep: Sweep) -> Any:
-    """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
-    step / baseline decode step) against concurrency with its 95% interval (solid), and the
-    measured acceptance length with its interval (dashed, same colour), and L* over the steps
-    at the full batch only where the report has it (dotted); speculation pays where the dashed
-    line lies above the solid one. Ticks at the measured concurrencies."""
-    plt = _pyplot()
-    points = break_even_points(sweep)
-    fig, ax = plt.subplots(figsize=(4.8, 4.0))
-    for i, k in enumerate(sorted({p.k for p in points})):
-        mine = [p for p in points if p.k == k]
-        colour = f"C{i % 10}"
-        xs = [p.concurrency for p in mine]
-        ys = [p.break_even for p in mine]
-        lows = [p.break_even - (p.break_even_ci or (p.break_even,) * 2)[0] for p in mine]
-        highs = [(p.break_even_ci or (p.break_even,) * 2)[1] - p.break_even for p in mine]
-        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="-s", color=colour, capsize=4,
-                    label=f"break-even L*, k={k}")  # fmt: skip
-        full = [p for p in mine if p.full is not None]
-        if full:  # the pooled L* takes in the cheaper tail steps where few requests are left
-            ax.plot([p.concurrency for p in full], [p.full for p in full], ":", color=colour,
-                    label=f"L* at full batch, k={k}")  # fmt: skip
-        measured = [p for p in mine if p.acceptance is not None]
-        if measured:
-            values = [p.acceptance or 0.0 for p in measured]
-            cis = [p.acceptance_ci or (v, v) for p, v in zip(measured, values, strict=True)]
-            ax.errorbar(
-                [p.concurrency for p in measured], values,
-                yerr=[[v - ci[0] for v, ci in zip(values, cis, strict=True)],
-                      [ci[1] - v for v, ci in zip(values, cis, strict=True)]],
-                fmt="--o", color=colour, capsize=4, mfc="white",
-                label=f"measured acceptance length, k={k}",
-            )  # fmt: skip
-    _concurrency_axis(ax, [p.concurrency for p in points])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("concurrency (requests in flight)", fontsize=12)
-    ax.set_ylabel("tokens per verification step", fontsize=12)
-    ax.tick_params(labelsize=11)
-    ax.set_title(f"{sweep.nodeid.rsplit('::', 1)[-1]}: break-even against "
-                 "concurrency", fontsize=12)  # fmt: skip
-    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
-              frameon=False)  # fmt: skip
-    return fig
-
-
 def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
     """The sweep's break-even chart, or a line saying it has no phase figures."""
     if not break_even_points(sweep):
@@ -336,7 +105,7 @@ def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
         "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
         "above its break-even length L* (solid): each verification step must yield more than "
         "L* = speculative step / baseline step tokens; 95% intervals.</p>",
-        f"<div class='chart fit' id='break-even-{index}'>{break_even_chart(sweep)}</div>",
+        f"<div class='chart fit' id='break-even-{index}'>{charts.break_even_chart(sweep)}</div>",
     ]
 
 
@@ -440,57 +209,6 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
     return parts
 
 
-def load_positions(rates: list[float]) -> tuple[list[float], bool]:
-    """Where each arrival rate goes on a load chart's x axis, and whether that axis is
-    logarithmic (when the measured rates span a decade or more). An all-at-once rate (inf)
-    goes at the right end, beyond the highest finite rate."""
-    finite = [r for r in rates if math.isfinite(r)]
-    log = len(finite) > 1 and max(finite) >= 10 * min(finite)
-    if not finite:
-        end = 1.0
-    elif log:
-        end = max(finite) * max(2.0, (max(finite) / min(finite)) ** 0.25)
-    else:
-        end = max(finite) + 0.3 * max(max(finite) - min(finite), max(finite))
-    return [r if math.isfinite(r) else end for r in rates], log
-
-
-@_literal
-def load_chart(load: LoadResult) -> str:
-    """p50 and p99 TPOT (ms) against the arrival rate, one line each for the baseline and
-    the speculative engine; the rate at which speculation stops lowering p50 TPOT (its
-    crossover) is marked."""
-    plt = _pyplot()
-    xs, log = load_positions(load.rates)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for colour, side in (("C0", "baseline"), ("C1", "speculative")):
-        for q, style, marker in ((50, "-", "o"), (99, "--", "s")):
-            ys = []
-            for point in load.points:
-                tpot = getattr(point, side).tpot
-                ys.append(math.nan if tpot is None else tpot[q] * 1000)
-            ax.plot(xs, ys, linestyle=style, marker=marker, color=colour,
-                    label=f"{side} p{q}")  # fmt: skip
-    if log:
-        ax.set_xscale("log")
-    ax.minorticks_off()
-    ax.set_xticks(xs, [rate_text(r).removesuffix(" req/s") for r in load.rates])
-    cross = load.crossover_rate
-    if cross is not None:
-        x = xs[load.rates.index(cross)]
-        ax.axvline(x, color="#c62828", linestyle=":", linewidth=1.5)
-        ax.text(
-            x, 0.03, f"stops paying: {rate_text(cross)} ", transform=ax.get_xaxis_transform(),
-            rotation=90, ha="right", va="bottom", fontsize=8, color="#c62828",
-        )  # fmt: skip
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("arrival rate (requests per second)")
-    ax.set_ylabel("TPOT (ms per output token)")
-    ax.set_title(f"{label(load)}: TPOT against arrival rate")
-    ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
-
-
 def _table(css: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
@@ -511,64 +229,13 @@ def _schedule_part(schedule: KSchedule) -> list[str]:
     ]
 
 
-@_literal
-def schedule_chart(check: ScheduleCheck) -> str:
-    """Speedup (95% interval) against concurrency for the scheduled engine and the best fixed
-    k; where the schedule is off the scheduled engine was not run (nothing drawn) and the
-    fixed k's point is the sweep's."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    sides = (("C1", "o", "schedule", "scheduled"), ("C0", "s", "best fixed k", "fixed"))
-    for colour, marker, name, side in sides:
-        xs: list[int] = []
-        ys: list[float] = []
-        errors: tuple[list[float], list[float]] = ([], [])
-        for row in check.rows:
-            speedup = getattr(row, f"{side}_speedup")
-            if speedup is None:
-                continue
-            ci = getattr(row, f"{side}_speedup_ci")
-            low, high = ci if ci is not None else (speedup, speedup)
-            xs.append(row.concurrency)
-            ys.append(speedup)
-            below, above = _error_bars(speedup, low, high)
-            errors[0].append(below)
-            errors[1].append(above)
-        if xs:
-            ax.errorbar(xs, ys, yerr=list(errors), fmt=f"-{marker}", color=colour, capsize=4,
-                        label=name)  # fmt: skip
-    for row in check.rows:
-        if row.scheduled_speedup is None:
-            ax.axvline(row.concurrency, color="#999", linestyle=":", linewidth=1)
-            ax.text(row.concurrency, 0.97, "schedule off (not run) ", rotation=90, ha="right",
-                    va="top", transform=ax.get_xaxis_transform(), fontsize=8,
-                    color="#555")  # fmt: skip
-    ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-    concurrencies = sorted({row.concurrency for row in check.rows})
-    if len(concurrencies) > 1 and concurrencies[-1] >= 4 * concurrencies[0]:
-        ax.set_xscale("log", base=2)
-    ax.minorticks_off()
-    ks = {row.concurrency: row for row in check.rows}
-    ax.set_xticks(concurrencies, [
-        f"{c}\nk {_k_text(ks[c].scheduled_k)} / {_k_text(ks[c].fixed_k)}" for c in concurrencies
-    ])  # fmt: skip
-    ax.set_xlabel("concurrency (requests in flight); under each: k of the schedule / best fixed k")
-    ax.set_ylabel("speedup over the baseline, 95% interval")
-    ax.set_title(f"{check.nodeid.rsplit('::', 1)[-1]}: the schedule against the best fixed k")
-    ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
-
-
-def _k_text(k: Any) -> str:
-    return "-" if k is None else ("off" if k == 0 else str(k))
-
-
 def _check_section(index: int, check: ScheduleCheck) -> list[str]:
     return [
         f"<h2>Schedule check: {html.escape(check.nodeid)}</h2>",
         f"<p>{html.escape(check_line(check))}</p>",
         _table("schedule-check", CHECK_HEADERS, check_rows(check)),
-        f"<div class='chart' id='schedule-check-{index}'>{_chart(schedule_chart, check)}</div>",
+        f"<div class='chart' id='schedule-check-{index}'>"
+        f"{_chart(charts.schedule_chart, check)}</div>",
     ]
 
 
@@ -578,41 +245,8 @@ def _load_section(index: int, load: LoadResult) -> list[str]:
         f"<p>{html.escape(load_line(load))}</p>",
         f"<div class='load wrap'>{render_loads([load], tablefmt='html')}</div>",
         f"<p class='env'>{html.escape(LOAD_LEGEND)}</p>",
-        f"<div class='chart' id='load-{index}'>{_chart(load_chart, load)}</div>",
+        f"<div class='chart' id='load-{index}'>{_chart(charts.load_chart, load)}</div>",
     ]
-
-
-@_literal
-def ranking_chart(ranking: Ranking) -> str:
-    """Speedup (95% interval) against extra memory, one point per candidate; a candidate
-    whose extra memory was not measured is plotted at 0 and said so."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    unmeasured = []
-    for c in ranking.candidates:
-        speedup = c.speedup
-        if math.isnan(speedup):
-            continue
-        memory = c.result.extra_memory_gib
-        if memory is None:
-            unmeasured.append(c.name)
-        best = c.name == ranking.best
-        below, above = _error_bars(speedup, *_interval(speedup, c.speedup_ci))
-        ax.errorbar(
-            memory or 0.0, speedup, yerr=[[below], [above]], fmt="o",
-            color="C2" if best else ("C1" if c.tied else "C0"), capsize=4,
-            markersize=8 if best else 6,
-        )  # fmt: skip
-        marks = " (best)" if best else (" (tied)" if c.tied else "")
-        name = f"{c.name}{marks}{' *' if memory is None else ''}"
-        where = (memory or 0.0, speedup)
-        ax.annotate(name, where, textcoords="offset points", xytext=(8, 4), fontsize=8)
-    ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-    note = f"\n* not measured: {', '.join(unmeasured)} (plotted at 0)" if unmeasured else ""
-    ax.set_xlabel(f"extra memory: draft weights + draft KV cache (GiB){note}")
-    ax.set_ylabel("speedup, 95% interval")
-    ax.set_title(f"{ranking.nodeid.rsplit('::', 1)[-1]}: speedup against memory")
-    return _svg(fig)
 
 
 def _ranking_section(index: int, ranking: Ranking) -> list[str]:
@@ -635,7 +269,9 @@ def _ranking_section(index: int, ranking: Ranking) -> list[str]:
             f"<p class='env'>extra memory not measured for {html.escape(', '.join(unmeasured))}"
             ": plotted at 0 GiB</p>"
         )
-    parts.append(f"<div class='chart' id='ranking-{index}'>{_chart(ranking_chart, ranking)}</div>")
+    parts.append(
+        f"<div class='chart' id='ranking-{index}'>{_chart(charts.ranking_chart, ranking)}</div>"
+    )
     return parts
 
 
@@ -878,17 +514,17 @@ def render_html(report: Report) -> str:
     if results:
         parts += [
             "<h2>Charts</h2>",
-            f"<div class='chart' id='speedup'>{_chart(speedup_chart, results)}</div>",
+            f"<div class='chart' id='speedup'>{_chart(charts.speedup_chart, results)}</div>",
         ]
         parts.append(
-            f"<div class='chart' id='acceptance'>{_chart(acceptance_chart, results)}</div>"
+            f"<div class='chart' id='acceptance'>{_chart(charts.acceptance_chart, results)}</div>"
         )
     parts += _phase_section(results, served)
     for i, sweep in enumerate(report.sweeps):
         parts.append(f"<h2>Sweep: {html.escape(sweep.nodeid)}</h2>")
         line = sweep_line(sweep).removeprefix(f"{sweep.nodeid}: ")
         parts.append(f"<p>{html.escape(line)}</p>")
-        for j, chart in enumerate(_charts(functools.partial(sweep_charts, sweep))):
+        for j, chart in enumerate(_charts(functools.partial(charts.sweep_charts, sweep))):
             parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
         parts += _sweep_break_even(i, sweep, served)
         if sweep.points:  # a sweep that measured something has a schedule

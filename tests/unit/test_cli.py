@@ -229,12 +229,12 @@ def test_a_schedule_with_a_gap_says_so_in_its_table() -> None:
 def test_a_chart_that_cannot_be_drawn_leaves_the_rest_of_the_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_specdecode.reporting import html as page_module
+    from pytest_specdecode.reporting import charts
 
     def broken(*args: Any) -> str:
         raise RuntimeError("no fonts")
 
-    monkeypatch.setattr(page_module, "speedup_chart", broken)
+    monkeypatch.setattr(charts, "speedup_chart", broken)
     save(tmp_path / "b.json", entry())
     assert cli_main(["html", str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == EXIT_OK
     page = (tmp_path / "b.html").read_text()
