@@ -2,7 +2,8 @@
 
 matplotlib is the optional extra ``pytest-specdecode[html]``, imported on the first chart (never
 on import), with the ``Agg`` backend. Text from the report is drawn as written: math text is off
-(a ``$`` in a label is a dollar sign).
+(a ``$`` in a label is a dollar sign) and each lone surrogate (JSON can carry one, UTF-8 cannot)
+is drawn as its escape (:func:`drawn`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,16 @@ from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult, rate_text
 from ..measure.sweep import Sweep
 from .phases import break_even_points
-from .table import label
+from .table import label, without_surrogates
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def drawn(text: str) -> str:
+    """Text from the report as a chart draws it: each lone surrogate written as its escape."""
+    escaped: str = without_surrogates(text)
+    return escaped
 
 
 def _pyplot() -> Any:
@@ -88,14 +95,15 @@ def speedup_chart(entries: Sequence[ReportEntry]) -> str:
             color=colours[r.category], capsize=3, markersize=5,
         )  # fmt: skip
     ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
-    ax.set_yticks(range(len(results)), [label(e) for e in entries], fontsize=9)
+    ax.set_yticks(range(len(results)), [drawn(label(e)) for e in entries], fontsize=9)
     for tick, r in zip(ax.get_yticklabels(), results, strict=True):
         tick.set_color(colours[r.category])
     ax.set_ylim(len(results) - 0.5, -0.5)  # the first result at the top, as in the table
     ax.grid(axis="x", color="#eee")
     ax.set_xlabel("speedup (speculative / baseline tokens per second), 95% interval")
     handles = [
-        plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=c) for c in categories
+        plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=drawn(c))
+        for c in categories
     ]
     ax.legend(handles=handles, title="category", fontsize=8, title_fontsize=8,
               loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # fmt: skip
@@ -133,7 +141,7 @@ def acceptance_chart(entries: Sequence[ReportEntry]) -> str:
         curves = [list(e.result.acceptance_per_position) for e in mine]
         if len(mine) <= _MAX_LINES:
             for i, (e, ys) in enumerate(zip(mine, curves, strict=True)):
-                name = e.result.label or label(e)
+                name = drawn(e.result.label or label(e))
                 ax.plot(range(1, len(ys) + 1), ys, marker="o", color=f"C{i}", label=name)
             ax.legend(fontsize=7, loc="lower left", frameon=False)
         else:
@@ -147,7 +155,7 @@ def acceptance_chart(entries: Sequence[ReportEntry]) -> str:
             ax.plot(range(1, longest + 1), mean, marker="o", color="C0",
                     label=f"mean of {len(mine)} tests (grey: each)")  # fmt: skip
             ax.legend(fontsize=7, loc="lower left", frameon=False)
-        ax.set_title(category, fontsize=10)
+        ax.set_title(drawn(category), fontsize=10)
         ax.set_ylim(0, 1.05)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.tick_params(labelsize=8)
@@ -190,7 +198,7 @@ def sweep_charts(sweep: Sweep) -> list[str]:
             ax.set_xticks(xs_all, [str(x) for x in xs_all])
         ax.set_xlabel(xlabel)
         ax.set_ylabel("speedup, 95% interval")
-        name = sweep.nodeid.rsplit("::", 1)[-1]
+        name = drawn(sweep.nodeid.rsplit("::", 1)[-1])
         ax.set_title(f"{name}: speedup against {xlabel.split(' (')[0]}", fontsize=10)
         ax.legend(fontsize=8)
         charts.append(_svg(fig))
@@ -250,7 +258,7 @@ def break_even_figure(sweep: Sweep) -> Any:
     ax.set_xlabel("concurrency (requests in flight)", fontsize=12)
     ax.set_ylabel("tokens per verification step", fontsize=12)
     ax.tick_params(labelsize=11)
-    ax.set_title(f"{sweep.nodeid.rsplit('::', 1)[-1]}: break-even against "
+    ax.set_title(f"{drawn(sweep.nodeid.rsplit('::', 1)[-1])}: break-even against "
                  "concurrency", fontsize=12)  # fmt: skip
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
               frameon=False)  # fmt: skip
@@ -303,7 +311,7 @@ def load_chart(load: LoadResult) -> str:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("arrival rate (requests per second)")
     ax.set_ylabel("TPOT (ms per output token)")
-    ax.set_title(f"{label(load)}: TPOT against arrival rate")
+    ax.set_title(f"{drawn(label(load))}: TPOT against arrival rate")
     ax.legend(fontsize=8, loc="best")
     return _svg(fig)
 
@@ -351,7 +359,8 @@ def schedule_chart(check: ScheduleCheck) -> str:
     ])  # fmt: skip
     ax.set_xlabel("concurrency (requests in flight); under each: k of the schedule / best fixed k")
     ax.set_ylabel("speedup over the baseline, 95% interval")
-    ax.set_title(f"{check.nodeid.rsplit('::', 1)[-1]}: the schedule against the best fixed k")
+    name = drawn(check.nodeid.rsplit("::", 1)[-1])
+    ax.set_title(f"{name}: the schedule against the best fixed k")
     ax.legend(fontsize=8, loc="best")
     return _svg(fig)
 
@@ -373,7 +382,7 @@ def ranking_chart(ranking: Ranking) -> str:
             continue
         memory = c.result.extra_memory_gib
         if memory is None:
-            unmeasured.append(c.name)
+            unmeasured.append(drawn(c.name))
         best = c.name == ranking.best
         below, above = _error_bars(speedup, *_interval(speedup, c.speedup_ci))
         ax.errorbar(
@@ -382,12 +391,12 @@ def ranking_chart(ranking: Ranking) -> str:
             markersize=8 if best else 6,
         )  # fmt: skip
         marks = " (best)" if best else (" (tied)" if c.tied else "")
-        name = f"{c.name}{marks}{' *' if memory is None else ''}"
+        name = f"{drawn(c.name)}{marks}{' *' if memory is None else ''}"
         where = (memory or 0.0, speedup)
         ax.annotate(name, where, textcoords="offset points", xytext=(8, 4), fontsize=8)
     ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
     note = f"\n* not measured: {', '.join(unmeasured)} (plotted at 0)" if unmeasured else ""
     ax.set_xlabel(f"extra memory: draft weights + draft KV cache (GiB){note}")
     ax.set_ylabel("speedup, 95% interval")
-    ax.set_title(f"{ranking.nodeid.rsplit('::', 1)[-1]}: speedup against memory")
+    ax.set_title(f"{drawn(ranking.nodeid.rsplit('::', 1)[-1])}: speedup against memory")
     return _svg(fig)

@@ -1,4 +1,4 @@
-"""One self-contained HTML file: the table, the verdicts, and charts drawn with matplotlib.
+"""One self-contained HTML file: the table, the verdicts, and the charts of :mod:`.charts`.
 
 Charts are embedded as inline SVG, so the file works offline with no external script. It is
 rendered from a :class:`~pytest_specdecode.baselines.report.Report` (a ``--specdecode-report``
@@ -6,9 +6,10 @@ file read with ``Report.from_dict``), so it can be made after the fact:
 ``python -m pytest_specdecode html report.json report.html``. matplotlib is the optional
 extra ``pytest-specdecode[html]``.
 
-Text from the report is drawn as written: matplotlib's math text is off (a ``$`` in a label is a
-dollar sign), lone surrogates (which JSON can carry but UTF-8 cannot) are written as their
-escape, and a chart that cannot be drawn is replaced by a line saying why, so one bad figure
+The page is assembled from small functions, a section each, each returning its lines. Text from
+the report is escaped once, where its element is made (:func:`esc`, :func:`text_element`): each
+lone surrogate (which JSON can carry but UTF-8 cannot) written as its escape, then HTML's special
+characters. A chart that cannot be drawn is replaced by a line saying why, so one bad figure
 never costs the page.
 """
 
@@ -16,12 +17,12 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, is_dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any
 
 from ..baselines.report import Report, ReportEntry
 from ..errors import ConfigError
@@ -69,16 +70,53 @@ from .table import (
     schedule_line,
     schedule_rows,
     sizing_lines,
-    speculative_config_json,
     sweep_line,
     without_surrogates,
 )
 
-P = ParamSpec("P")
-T = TypeVar("T")
+# --- markup: where text is escaped ----------------------------------------------------------
 
 
-def _charts(draw: Callable[[], list[str]]) -> list[str]:
+def esc(text: str) -> str:
+    """Text from the report as HTML: each lone surrogate written as its escape (``\\udcff``),
+    then ``&``, ``<``, ``>`` and quotes as entities. Every text on the page goes through here
+    once, where its element is made."""
+    return html.escape(without_surrogates(text))
+
+
+def element(tag: str, markup: str = "", **attributes: str) -> str:
+    """``<tag ...>markup</tag>``: ``markup`` is HTML already (escaped text, elements); each
+    attribute's value is text, escaped here, in the order given (``css`` gives ``class``)."""
+    named = "".join(f" {'class' if k == 'css' else k}='{esc(v)}'" for k, v in attributes.items())
+    return f"<{tag}{named}>{markup}</{tag}>"
+
+
+def text_element(tag: str, text: str, **attributes: str) -> str:
+    """An element holding ``text``, escaped."""
+    return element(tag, esc(text), **attributes)
+
+
+def _cell(text: str, css: str | None = None) -> str:
+    """A table cell holding ``text``; ``css``, a class, colours it."""
+    return text_element("td", text, css=css) if css else text_element("td", text)
+
+
+def _boxed_table(css: str, headers: Sequence[str], rows: Iterable[str]) -> str:
+    """A table in a box that scrolls sideways; ``rows``: each row's cells as markup."""
+    head = element("thead", element("tr", "".join(text_element("th", h) for h in headers)))
+    body = element("tbody", "".join(element("tr", cells) for cells in rows))
+    return element("div", element("table", head + body, css=css), css="wrap")
+
+
+def _table(css: str, headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """:func:`_boxed_table` of text cells."""
+    return _boxed_table(css, headers, ("".join(map(_cell, row)) for row in rows))
+
+
+# --- charts: drawn by :mod:`.charts`, or a line saying why not ------------------------------
+
+
+def _drawn(draw: Callable[[], list[str]]) -> list[str]:
     """``draw()``'s charts, or one line saying why they could not be drawn (the rest of the
     page still renders)."""
     try:
@@ -86,40 +124,33 @@ def _charts(draw: Callable[[], list[str]]) -> list[str]:
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - one chart must not cost the page
-        why = html.escape(f"{type(exc).__name__}: {exc}")
-        return [f"<p class='chart-error'>chart not drawn: {why}</p>"]
+        why = f"chart not drawn: {type(exc).__name__}: {exc}"
+        return [text_element("p", why, css="chart-error")]
 
 
 def _chart(draw: Callable[..., str], *args: Any) -> str:
     """``draw(*args)``, or a line saying why that chart could not be drawn."""
-    return _charts(lambda: [draw(*args)])[0]
+    return _drawn(lambda: [draw(*args)])[0]
 
 
-def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
-    """The sweep's break-even chart, or a line saying it has no phase figures."""
-    if not break_even_points(sweep):
-        why = SERVED if served else NOT_RECORDED
-        return [f"<p class='env'>Break-even against concurrency: {html.escape(why)}.</p>"]
-    return [
-        "<h3>Break-even against concurrency</h3>",
-        "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
-        "above its break-even length L* (solid): each verification step must yield more than "
-        "L* = speculative step / baseline step tokens; 95% intervals.</p>",
-        f"<div class='chart fit' id='break-even-{index}'>{charts.break_even_chart(sweep)}</div>",
-    ]
+def _figure(anchor: str, draw: Callable[..., str], *args: Any) -> str:
+    """The chart ``draw(*args)`` in its box, whose id is ``anchor`` (:func:`_chart`)."""
+    return element("div", _chart(draw, *args), css="chart", id=anchor)
+
+
+# --- the phase bars: HTML and CSS, no matplotlib --------------------------------------------
 
 
 def _legend() -> str:
     """The phase colours, once for every bar chart on the page, and the break-even mark."""
     items = "".join(
-        f"<span><i class='swatch' style='background:{PHASE_COLOURS[p]}'></i>"
-        f"{html.escape(PHASE_NAMES[p])}</span>"
-        for p in PHASE_COLOURS
+        element("span", element("i", css="swatch", style=f"background:{colour}") + esc(name))
+        for name, colour in ((PHASE_NAMES[p], PHASE_COLOURS[p]) for p in PHASE_COLOURS)
     )
     mark = ("<span><i class='mark'></i>break-even: the baseline step &times; the tokens "
             "each speculative step yields (a speculative step shorter than this "
             "pays)</span>")  # fmt: skip
-    return f"<div class='legend' id='phase-legend'>{items}{mark}</div>"
+    return element("div", items + mark, css="legend", id="phase-legend")
 
 
 def _bar(name: str, figures: StepFigures, scale: float, mark: float | None) -> str:
@@ -133,20 +164,16 @@ def _bar(name: str, figures: StepFigures, scale: float, mark: float | None) -> s
         width = 100 * value / scale
         text = ms(value) if width >= 9 else ""
         tip = f"{PHASE_NAMES[phase]}: {ms(value)} ms ({value / total:.0%} of the step)"
-        segments.append(
-            f"<span class='seg' style='width:{width:.2f}%;background:{colour}' "
-            f"title='{html.escape(tip)}'>{text}</span>"
-        )
+        style = f"width:{width:.2f}%;background:{colour}"
+        segments.append(text_element("span", text, css="seg", style=style, title=tip))
     shown = "no decode steps" if total is None else f"{ms(total)} ms"
     marker = ""
     if mark is not None:
-        marker = (f"<span class='break-even' style='left:{100 * mark / scale:.2f}%' "
-                  f"title='break-even: {ms(mark)} ms'></span>")  # fmt: skip
-    return (
-        f"<div class='phase-row'><span class='phase-side'>{html.escape(name)}</span>"
-        f"<div class='phase-track'>{''.join(segments)}<span class='phase-total'>"
-        f"{html.escape(shown)}</span>{marker}</div></div>"
-    )
+        marker = element("span", css="break-even", style=f"left:{100 * mark / scale:.2f}%",
+                         title=f"break-even: {ms(mark)} ms")  # fmt: skip
+    track = "".join(segments) + text_element("span", shown, css="phase-total") + marker
+    side = text_element("span", name, css="phase-side")
+    return element("div", side + element("div", track, css="phase-track"), css="phase-row")
 
 
 def phase_chart(entry: ReportEntry) -> str:
@@ -170,15 +197,15 @@ def phase_chart(entry: ReportEntry) -> str:
         for side, steps in (("baseline", figures.baseline), ("speculative", figures.speculative))
     )
     said = explanation(entry)
-    why = f"<p class='phase-text'>{html.escape(said)}</p>" if said else ""
     split = round_split(figures)
     return (
-        f"<div class='phase-title'>{html.escape(label(entry))}</div>"
+        text_element("div", label(entry), css="phase-title")
         + _bar("baseline", base, scale, None)
         + _bar("speculative", spec, scale, mark)
-        + f"<p class='phase-text'>{html.escape(phase_line(entry))}</p>{why}"
-        + f"<p class='phase-text env'>prefill steps (apart): {html.escape(prefill)}</p>"
-        + (f"<p class='phase-text env'>{html.escape(split)}</p>" if split else "")
+        + text_element("p", phase_line(entry), css="phase-text")
+        + (text_element("p", said, css="phase-text") if said else "")
+        + text_element("p", f"prefill steps (apart): {prefill}", css="phase-text env")
+        + (text_element("p", split, css="phase-text env") if split else "")
     )
 
 
@@ -191,7 +218,7 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
     if not any(r.result.phases is not None for r in results):
         why = no_phases(results, served)
         why += " in this report" if why == NOT_RECORDED else ""
-        return [*parts, f"<p id='phases'>{html.escape(why)}.</p>"]
+        return [*parts, text_element("p", f"{why}.", id="phases")]
     parts += [
         "<p class='env'>Mean milliseconds per decode step, timed inside each engine; on the "
         "speculative side the forward pass is the verification pass over k + 1 positions.</p>",
@@ -199,80 +226,97 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
         "<div id='phases'>",
     ]
     for i, r in enumerate(results):
-        chart = phase_chart(r)
-        if not chart:
-            why = no_phases([r], served)
-            chart = (f"<div class='phase-title'>{html.escape(label(r))}</div>"
-                     f"<p class='phase-text'>{html.escape(why)}</p>")  # fmt: skip
-        parts.append(f"<div class='phase-chart' id='phases-{i}'>{chart}</div>")
+        chart = phase_chart(r) or (
+            text_element("div", label(r), css="phase-title")
+            + text_element("p", no_phases([r], served), css="phase-text")
+        )
+        parts.append(element("div", chart, css="phase-chart", id=f"phases-{i}"))
     parts.append("</div>")
     return parts
 
 
-def _table(css: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    return (f"<div class='wrap'><table class='{css}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table></div>")  # fmt: skip
+# --- sweeps, schedules, loads and rankings --------------------------------------------------
+
+
+def _sweep_section(index: int, sweep: Sweep, served: bool) -> list[str]:
+    """A sweep: its line, its charts, its break-even curve and, where it measured something,
+    its k schedule."""
+    # the sweep's line without its id, which the heading gives (the line's surrogates escaped)
+    line = sweep_line(sweep).removeprefix(f"{without_surrogates(sweep.nodeid)}: ")
+    svgs = _drawn(functools.partial(charts.sweep_charts, sweep))
+    parts = [text_element("h2", f"Sweep: {sweep.nodeid}"), text_element("p", line)]
+    parts += [
+        element("div", chart, css="chart", id=f"sweep-{index}-{j}") for j, chart in enumerate(svgs)
+    ]
+    parts += _sweep_break_even(index, sweep, served)
+    if sweep.points:  # a sweep that measured something has a schedule
+        parts += _schedule_part(sweep.schedule())
+    return parts
+
+
+def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
+    """The sweep's break-even chart, or a line saying it has no phase figures."""
+    if not break_even_points(sweep):
+        why = SERVED if served else NOT_RECORDED
+        return [text_element("p", f"Break-even against concurrency: {why}.", css="env")]
+    return [
+        "<h3>Break-even against concurrency</h3>",
+        "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
+        "above its break-even length L* (solid): each verification step must yield more than "
+        "L* = speculative step / baseline step tokens; 95% intervals.</p>",
+        element("div", charts.break_even_chart(sweep), css="chart fit", id=f"break-even-{index}"),
+    ]
 
 
 def _schedule_part(schedule: KSchedule) -> list[str]:
     """A sweep's k schedule: its line, its table and the config to paste, one line of JSON."""
+    # each lone surrogate written as its escape, as in every other text, before JSON writes it
+    config = json.dumps(without_surrogates(schedule.speculative_config))
     return [
-        f"<h3>Which k at which batch size</h3><p>{html.escape(schedule_line(schedule))}</p>",
+        "<h3>Which k at which batch size</h3>" + text_element("p", schedule_line(schedule)),
         _table("schedule", SCHEDULE_HEADERS, schedule_rows(schedule)),
         "<p>The speculative config (<code>vllm serve --speculative-config '...'</code>, or "
         "<code>vllm.LLM(speculative_config=...)</code>):</p>",
-        f"<pre class='config'>{html.escape(speculative_config_json(schedule))}</pre>",
+        text_element("pre", config, css="config"),
     ]
 
 
 def _check_section(index: int, check: ScheduleCheck) -> list[str]:
     return [
-        f"<h2>Schedule check: {html.escape(check.nodeid)}</h2>",
-        f"<p>{html.escape(check_line(check))}</p>",
+        text_element("h2", f"Schedule check: {check.nodeid}"),
+        text_element("p", check_line(check)),
         _table("schedule-check", CHECK_HEADERS, check_rows(check)),
-        f"<div class='chart' id='schedule-check-{index}'>"
-        f"{_chart(charts.schedule_chart, check)}</div>",
+        _figure(f"schedule-check-{index}", charts.schedule_chart, check),
     ]
 
 
 def _load_section(index: int, load: LoadResult) -> list[str]:
     return [
-        f"<h2>Under load: {html.escape(load.key)}</h2>",
-        f"<p>{html.escape(load_line(load))}</p>",
-        f"<div class='load wrap'>{render_loads([load], tablefmt='html')}</div>",
-        f"<p class='env'>{html.escape(LOAD_LEGEND)}</p>",
-        f"<div class='chart' id='load-{index}'>{_chart(charts.load_chart, load)}</div>",
+        text_element("h2", f"Under load: {load.key}"),
+        text_element("p", load_line(load)),
+        element("div", render_loads([load], tablefmt="html"), css="load wrap"),  # escaped there
+        text_element("p", LOAD_LEGEND, css="env"),
+        _figure(f"load-{index}", charts.load_chart, load),
     ]
 
 
 def _ranking_section(index: int, ranking: Ranking) -> list[str]:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEADERS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in ranking_rows(ranking)
-    )
     best = ranking.best
     choice = f"best: {best}" if best is not None else "no candidate is worth it"
     parts = [
-        f"<h2>Draft ranking: {html.escape(ranking.nodeid)}</h2>",
-        f"<p>{html.escape(choice)} &mdash; {html.escape(ranking.reason)}</p>",
-        f"<div class='wrap'><table class='ranking'><thead><tr>{head}</tr></thead><tbody>{body}"
-        "</tbody></table></div>",
+        text_element("h2", f"Draft ranking: {ranking.nodeid}"),
+        element("p", f"{esc(choice)} &mdash; {esc(ranking.reason)}"),
+        _table("ranking", RANKING_HEADERS, ranking_rows(ranking)),
     ]
     unmeasured = [c.name for c in ranking.candidates if c.result.extra_memory_gib is None]
     if unmeasured:
-        parts.append(
-            f"<p class='env'>extra memory not measured for {html.escape(', '.join(unmeasured))}"
-            ": plotted at 0 GiB</p>"
-        )
-    parts.append(
-        f"<div class='chart' id='ranking-{index}'>{_chart(charts.ranking_chart, ranking)}</div>"
-    )
+        why = f"extra memory not measured for {', '.join(unmeasured)}: plotted at 0 GiB"
+        parts.append(text_element("p", why, css="env"))
+    parts.append(_figure(f"ranking-{index}", charts.ranking_chart, ranking))
     return parts
+
+
+# --- the top of the page: summary, flags, checklist -----------------------------------------
 
 
 def _checklist_section(found: list[Checklist]) -> list[str]:
@@ -281,22 +325,18 @@ def _checklist_section(found: list[Checklist]) -> list[str]:
     if not found:
         return []
     parts = ["<section id='checklist'>"]
-    for c in found:
-        parts.append(
-            f"<p class='answer'><b>{html.escape(c.title)}:</b> {html.escape(c.summary)}</p>"
-        )
+    parts += [
+        element("p", text_element("b", f"{c.title}:") + " " + esc(c.summary), css="answer")
+        for c in found
+    ]
     parts.append("<h2>Worth it? The checklist</h2>")
     for c in found:
-        rows = "".join(
-            f"<tr><td class='{html.escape(line.answer)}'>{html.escape(line.answer)}</td>"
-            f"<td>{html.escape(line.question)}</td><td>{html.escape(line.figure)}</td></tr>"
+        rows = (
+            _cell(line.answer, line.answer) + _cell(line.question) + _cell(line.figure)
             for line in c.lines
         )
-        parts.append(
-            f"<p><b>{html.escape(c.title)}</b></p><div class='wrap'><table class='checklist'>"
-            f"<thead><tr><th>answer</th><th>question</th><th>figure</th></tr></thead><tbody>"
-            f"{rows}</tbody></table></div>"
-        )
+        table = _boxed_table("checklist", ("answer", "question", "figure"), rows)
+        parts.append(element("p", text_element("b", c.title)) + table)
     parts.append("</section>")
     return parts
 
@@ -349,53 +389,28 @@ def _flags(report: Report, env: Mapping[str, Any]) -> list[str]:
     cpu = (env.get("device") or {}).get("kind") == "cpu"
     for c in report.distribution_checks:
         if not c.passed:
-            test = c.nodeid.rsplit("::", 1)[-1]
+            test = text_element("code", c.nodeid.rsplit("::", 1)[-1])
             p = finite(c.p_value)
+            at = "" if p is None else f" (p = {p:.3g})"
             why = CPU_SAMPLING if cpu else (
                 "speculative sampling changed the output distribution: speculation is not "
                 "lossless on this engine at this temperature"
             )  # fmt: skip
-            css = "flag expected" if cpu else "flag"
-            flags.append(
-                f"<p class='{css}'><b>Sampling equivalence failed</b> in "
-                f"<code>{html.escape(test)}</code> (p = {p:.3g}): {html.escape(why)}.</p>"
-                if p is not None else
-                f"<p class='{css}'><b>Sampling equivalence failed</b> in "
-                f"<code>{html.escape(test)}</code>: {html.escape(why)}.</p>"
-            )  # fmt: skip
+            said = f"<b>Sampling equivalence failed</b> in {test}{at}: {esc(why)}."
+            flags.append(element("p", said, css="flag expected" if cpu else "flag"))
     for r in report.results:
         if r.outcome.passed is False:
             reasons = "; ".join(r.outcome.gate_failures) or (
                 "no gate message recorded (an assertion in the test itself: its pytest output "
                 "says which)"
             )  # fmt: skip
-            flags.append(
-                f"<p class='flag'><b>Failed</b>: <code>{html.escape(label(r))}</code>: "
-                f"{html.escape(reasons)}.</p>"
-            )
+            said = f"<b>Failed</b>: {text_element('code', label(r))}: {esc(reasons)}."
+            flags.append(element("p", said, css="flag"))
     for line in sizing_lines(report):
         if line.startswith("WARNING: "):
-            flags.append(
-                f"<p class='flag'><b>Blind</b>: {html.escape(line.removeprefix('WARNING: '))}</p>"
-            )
+            said = "<b>Blind</b>: " + esc(line.removeprefix("WARNING: "))
+            flags.append(element("p", said, css="flag"))
     return flags
-
-
-def _baseline_section(report: Report) -> list[str]:
-    """The comparison with the baseline (its table, with what each comparison could catch)
-    and what each saved result lets a later run see."""
-    parts = []
-    if report.comparisons is not None:
-        parts += [
-            "<h2>Comparison with the baseline</h2>",
-            _table("comparison", COMPARISON_HEADERS, comparison_rows(report.comparisons)),
-        ]
-    saved = [line for line in sizing_lines(report) if line.startswith("baseline ")]
-    if saved:
-        parts.append("<h2>What this baseline can see</h2><ul id='baseline'>")
-        parts += [f"<li>{html.escape(line.removeprefix('baseline '))}</li>" for line in saved]
-        parts.append("</ul>")
-    return parts
 
 
 def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
@@ -415,8 +430,11 @@ def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
         ("hardware", str(device.get("name") or device.get("kind") or "-")),
         ("results", f"{len(results)}: {counted}"),
     ]
-    rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in items)
-    return ["<section id='summary'>", f"<dl>{rows}</dl>", *_flags(report, env), "</section>"]
+    rows = "".join(text_element("dt", k) + text_element("dd", v) for k, v in items)
+    return ["<section id='summary'>", element("dl", rows), *_flags(report, env), "</section>"]
+
+
+# --- results, verdicts, baseline ------------------------------------------------------------
 
 
 #: The class that colours a verdict, and a gate outcome, in the results table: the
@@ -445,103 +463,108 @@ def _results_table(results: Sequence[ReportEntry]) -> str:
 
     def td(cell: Cell, text: str, width: int) -> str:
         css = _cell_class(cell)
-        if css is None:
-            return f"<td>{html.escape(text.ljust(width))}</td>"
-        return f"<td class='{css}'>{html.escape(text)}</td>"
+        return _cell(text.ljust(width)) if css is None else _cell(text, css)
 
-    head = "".join(
-        f"<th>{html.escape(h.ljust(w))}</th>" for h, w in zip(headers, widths, strict=True)
-    )
+    head = "".join(text_element("th", h.ljust(w)) for h, w in zip(headers, widths, strict=True))
     body = "".join(
-        "\n<tr>" + "".join(map(td, row, text, widths)) + "</tr>"
+        "\n" + element("tr", "".join(map(td, row, text, widths)))
         for row, text in zip(table, texts, strict=True)
     )
     return f"<table>\n<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>{body}\n</tbody>\n</table>"
 
 
-def _escaped(value: T) -> T:
-    """``value`` (a report, one of its objects, a dict, list or text) with every lone
-    surrogate in its text written as its escape (``\\udcff``, :func:`without_surrogates`),
-    so it can be drawn and written as UTF-8; what holds none is returned as it is."""
-    if isinstance(value, str):
-        escaped = without_surrogates(value)
-        return value if escaped == value else cast(T, escaped)
-    if is_dataclass(value) and not isinstance(value, type):
-        changes = {}
-        for f in fields(value):
-            old = getattr(value, f.name)
-            if (new := _escaped(old)) is not old:
-                changes[f.name] = new
-        return cast(T, replace(value, **changes)) if changes else value
-    if isinstance(value, dict):
-        items = {_escaped(k): _escaped(v) for k, v in value.items()}
-        same = all(k in value and v is value[k] for k, v in items.items())
-        return value if same else cast(T, items)
-    if isinstance(value, list | tuple):
-        escaped_items = [_escaped(v) for v in value]
-        same = all(new is old for new, old in zip(escaped_items, value, strict=True))
-        return value if same else cast(T, type(value)(escaped_items))
-    return value
+def _results_section(results: Sequence[ReportEntry]) -> list[str]:
+    """The results table and each result's verdict with its reasons."""
+    notes = " notes" if any(r.result.notes for r in results) else ""
+    verdicts = [
+        element(
+            "li",
+            f"{text_element('b', label(r))}: {esc(r.result.verdict or '-')} &mdash; "
+            f"{esc('; '.join(r.result.verdict_reasons))}",
+        )
+        for r in results
+    ]
+    return [
+        "<h2>Results</h2>",
+        element("div", _results_table(results), id="results", css=f"wrap{notes}"),
+        "<h2>Verdicts</h2><ul>",
+        *verdicts,
+        "</ul>",
+    ]
+
+
+def _baseline_section(report: Report) -> list[str]:
+    """The comparison with the baseline (its table, with what each comparison could catch)
+    and what each saved result lets a later run see."""
+    parts = []
+    if report.comparisons is not None:
+        parts += [
+            "<h2>Comparison with the baseline</h2>",
+            _table("comparison", COMPARISON_HEADERS, comparison_rows(report.comparisons)),
+        ]
+    saved = [line for line in sizing_lines(report) if line.startswith("baseline ")]
+    if saved:
+        parts.append("<h2>What this baseline can see</h2><ul id='baseline'>")
+        parts += [text_element("li", line.removeprefix("baseline ")) for line in saved]
+        parts.append("</ul>")
+    return parts
+
+
+def _charts_section(results: Sequence[ReportEntry]) -> list[str]:
+    """Speedup per result, and acceptance per position per category."""
+    if not results:
+        return []
+    return [
+        "<h2>Charts</h2>",
+        _figure("speedup", charts.speedup_chart, results),
+        _figure("acceptance", charts.acceptance_chart, results),
+    ]
+
+
+def _distribution_section(report: Report) -> list[str]:
+    if not report.distribution_checks:
+        return []
+    return [
+        "<h2>Distribution checks (sample_equivalence)</h2><ul id='distributions'>",
+        *(text_element("li", distribution_line(c)) for c in report.distribution_checks),
+        "</ul>",
+    ]
+
+
+#: The page's head and title.
+_HEAD = (
+    "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+    "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+    "<title>Speculative decoding report</title>",
+    f"<style>{STYLE}</style></head><body>",
+    "<h1>Speculative decoding report</h1>",
+)
 
 
 def render_html(report: Report) -> str:
     """The whole page for a report."""
-    report = _escaped(report)
     results = report.results
     env = report.environment
     served = bool(env.get("served"))
-    notes = " notes" if any(r.result.notes for r in results) else ""
     parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        "<title>Speculative decoding report</title>",
-        f"<style>{STYLE}</style></head><body>",
-        "<h1>Speculative decoding report</h1>",
+        *_HEAD,
         *_summary_section(report, env),
         *_checklist_section(checklists(report)),
-        "<h2>Results</h2>",
-        f"<div id='results' class='wrap{notes}'>{_results_table(results)}</div>",
-        "<h2>Verdicts</h2><ul>",
+        *_results_section(results),
+        *_baseline_section(report),
+        *_charts_section(results),
+        *_phase_section(results, served),
     ]
-    for r in results:
-        reasons = "; ".join(r.result.verdict_reasons)
-        parts.append(
-            f"<li><b>{html.escape(label(r))}</b>: {html.escape(r.result.verdict or '-')}"
-            f" &mdash; {html.escape(reasons)}</li>"
-        )
-    parts.append("</ul>")
-    parts += _baseline_section(report)
-    if results:
-        parts += [
-            "<h2>Charts</h2>",
-            f"<div class='chart' id='speedup'>{_chart(charts.speedup_chart, results)}</div>",
-        ]
-        parts.append(
-            f"<div class='chart' id='acceptance'>{_chart(charts.acceptance_chart, results)}</div>"
-        )
-    parts += _phase_section(results, served)
     for i, sweep in enumerate(report.sweeps):
-        parts.append(f"<h2>Sweep: {html.escape(sweep.nodeid)}</h2>")
-        line = sweep_line(sweep).removeprefix(f"{sweep.nodeid}: ")
-        parts.append(f"<p>{html.escape(line)}</p>")
-        for j, chart in enumerate(_charts(functools.partial(charts.sweep_charts, sweep))):
-            parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
-        parts += _sweep_break_even(i, sweep, served)
-        if sweep.points:  # a sweep that measured something has a schedule
-            parts += _schedule_part(sweep.schedule())
+        parts += _sweep_section(i, sweep, served)
     for i, check in enumerate(report.schedule_checks):
         parts += _check_section(i, check)
     if report.schedule_checks or any(s.points for s in report.sweeps):
-        parts.append(f"<p class='env'>{html.escape(SCHEDULE_LEGEND)}</p>")
+        parts.append(text_element("p", SCHEDULE_LEGEND, css="env"))
     for i, load in enumerate(report.loads):
         parts += _load_section(i, load)
     for i, ranking in enumerate(report.rankings):
         parts += _ranking_section(i, ranking)
-    if report.distribution_checks:
-        parts.append("<h2>Distribution checks (sample_equivalence)</h2><ul id='distributions'>")
-        parts += [
-            f"<li>{html.escape(distribution_line(c))}</li>" for c in report.distribution_checks
-        ]
-        parts.append("</ul>")
+    parts += _distribution_section(report)
     parts.append("</body></html>")
     return "\n".join(parts)
