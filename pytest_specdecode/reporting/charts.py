@@ -220,6 +220,7 @@ def break_even_chart(sweep: Sweep) -> str:
     return _svg(break_even_figure(sweep))
 
 
+@_literal
 def break_even_figure(sweep: Sweep) -> Any:
     """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
     step / baseline decode step) against concurrency with its 95% interval (solid), and the

@@ -264,7 +264,9 @@ def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
         "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
         "above its break-even length L* (solid): each verification step must yield more than "
         "L* = speculative step / baseline step tokens; 95% intervals.</p>",
-        element("div", charts.break_even_chart(sweep), css="chart fit", id=f"break-even-{index}"),
+        element(
+            "div", _chart(charts.break_even_chart, sweep), css="chart fit", id=f"break-even-{index}"
+        ),
     ]
 
 
