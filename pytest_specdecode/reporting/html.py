@@ -284,6 +284,7 @@ def _schedule_part(schedule: KSchedule) -> list[str]:
 
 
 def _check_section(index: int, check: ScheduleCheck) -> list[str]:
+    """A schedule check: its line, its table and its chart."""
     return [
         text_element("h2", f"Schedule check: {check.nodeid}"),
         text_element("p", check_line(check)),
@@ -293,16 +294,19 @@ def _check_section(index: int, check: ScheduleCheck) -> list[str]:
 
 
 def _load_section(index: int, load: LoadResult) -> list[str]:
+    """A load test: its line, its table (tabulate's ``html``, which escapes its cells), the
+    legend and its chart."""
     return [
         text_element("h2", f"Under load: {load.key}"),
         text_element("p", load_line(load)),
-        element("div", render_loads([load], tablefmt="html"), css="load wrap"),  # escaped there
+        element("div", render_loads([load], tablefmt="html"), css="load wrap"),
         text_element("p", LOAD_LEGEND, css="env"),
         _figure(f"load-{index}", charts.load_chart, load),
     ]
 
 
 def _ranking_section(index: int, ranking: Ranking) -> list[str]:
+    """A draft ranking: the choice and why, its table and its chart."""
     best = ranking.best
     choice = f"best: {best}" if best is not None else "no candidate is worth it"
     parts = [
@@ -524,6 +528,7 @@ def _charts_section(results: Sequence[ReportEntry]) -> list[str]:
 
 
 def _distribution_section(report: Report) -> list[str]:
+    """A line per sampling-equivalence check."""
     if not report.distribution_checks:
         return []
     return [
