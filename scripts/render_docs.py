@@ -523,7 +523,7 @@ def write_chart(report: Mapping[str, Any]) -> None:
     import matplotlib
 
     matplotlib.rcParams["svg.hashsalt"] = "pytest-specdecode"
-    from pytest_specdecode.reporting.html import speedup_chart
+    from pytest_specdecode.reporting.charts import speedup_chart
 
     CHART.parent.mkdir(exist_ok=True)
     svg = re.sub(r"\s*<dc:date>[^<]*</dc:date>", "", speedup_chart(typed(report).results))

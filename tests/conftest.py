@@ -94,7 +94,7 @@ def _preload() -> None:
         except ImportError:  # an optional extra not installed: its tests skip
             continue
         if name == "matplotlib":
-            module.use("Agg")  # as reporting/html.py does, before pyplot
+            module.use("Agg")  # as reporting/charts.py does, before pyplot
 
 
 _preload()

@@ -1,4 +1,4 @@
-"""One self-contained HTML file: the table, the verdicts, and charts drawn with matplotlib.
+"""One self-contained HTML file: the table, the verdicts, and the charts of :mod:`.charts`.
 
 Charts are embedded as inline SVG, so the file works offline with no external script. It is
 rendered from a :class:`~pytest_specdecode.baselines.report.Report` (a ``--specdecode-report``
@@ -6,9 +6,10 @@ file read with ``Report.from_dict``), so it can be made after the fact:
 ``python -m pytest_specdecode html report.json report.html``. matplotlib is the optional
 extra ``pytest-specdecode[html]``.
 
-Text from the report is drawn as written: matplotlib's math text is off (a ``$`` in a label is a
-dollar sign), lone surrogates (which JSON can carry but UTF-8 cannot) are written as their
-escape, and a chart that cannot be drawn is replaced by a line saying why, so one bad figure
+The page is assembled from small functions, a section each, each returning its lines. Text from
+the report is escaped once, where its element is made (:func:`esc`, :func:`text_element`): each
+lone surrogate (which JSON can carry but UTF-8 cannot) written as its escape, then HTML's special
+characters. A chart that cannot be drawn is replaced by a line saying why, so one bad figure
 never costs the page.
 """
 
@@ -16,24 +17,23 @@ from __future__ import annotations
 
 import functools
 import html
-import io
-import math
+import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, is_dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any
 
 from ..baselines.report import Report, ReportEntry
 from ..errors import ConfigError
 from ..figure_table import finite
 from ..measure.choice import Ranking
 from ..measure.kschedule import KSchedule, ScheduleCheck
-from ..measure.load import LoadResult, rate_text
+from ..measure.load import LoadResult
 from ..measure.phases import StepFigures
 from ..measure.sweep import Sweep
 from ..measure.verdict import Verdict
+from . import charts
 from .checklist import NO, UNKNOWN, YES, Checklist, checklists
 from .phases import (
     NOT_RECORDED,
@@ -48,6 +48,7 @@ from .phases import (
     round_split,
     tokens_per_step,
 )
+from .style import STYLE
 from .table import (
     CHECK_HEADERS,
     COMPARISON_HEADERS,
@@ -69,92 +70,53 @@ from .table import (
     schedule_line,
     schedule_rows,
     sizing_lines,
-    speculative_config_json,
     sweep_line,
     without_surrogates,
 )
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; font-size: 0.85em; }
-.wrap { max-width: 100%; overflow-x: auto; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.4em; text-align: left; vertical-align: top; }
-td { overflow-wrap: break-word; } li, p, h2, h3 { overflow-wrap: anywhere; }
-#results td:first-child { min-width: 9em; }
-#results td:nth-child(6) { white-space: nowrap; }
-#results td:last-child, .checklist td:last-child { overflow-wrap: anywhere; }
-#results.notes td:last-child { min-width: 14em; }
-th { background: #f3f3f3; }
-.chart { margin: 1em 0; } .env { color: #555; font-size: 0.85em; }
-.answer { font-size: 1.1em; max-width: 60em; }
-.yes { color: #1a7f37; font-weight: bold; } .no { color: #c62828; font-weight: bold; }
-.unknown { color: #777; font-weight: bold; }
-pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
-.chart svg, .chart img { max-width: 100%; height: auto; }
-#summary { border: 1px solid #ddd; background: #fafafa; padding: 0.6em 1em; margin: 1em 0;
-  max-width: 60em; }
-#summary dl { display: grid; grid-template-columns: max-content 1fr; gap: 0.2em 1em; margin: 0; }
-#summary dt { font-weight: bold; color: #444; } #summary dd { margin: 0; overflow-wrap: anywhere; }
-.flag { border-left: 4px solid #c62828; background: #fff4f4; padding: 0.4em 0.8em;
-  margin: 0.6em 0; }
-.flag.expected { border-left-color: #b26a00; background: #fff8e6; }
-.legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; font-size: 0.85em; margin: 0.5em 0; }
-.swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em;
-  margin-right: 0.3em; border-radius: 2px; }
-.mark { display: inline-block; width: 0; height: 1em; border-left: 2px dashed #c62828;
-  vertical-align: -0.15em; margin: 0 0.4em 0 0.2em; }
-.phase-chart { margin: 1em 0 1.4em; max-width: 56em; }
-.phase-title { font-weight: bold; font-size: 0.95em; overflow-wrap: anywhere; }
-.phase-row { display: flex; align-items: center; margin: 0.25em 0; }
-.phase-side { flex: 0 0 6.8em; font-size: 0.85em; color: #444; }
-.phase-track { position: relative; flex: 1 1 auto; display: flex; align-items: center;
-  height: 1.6em; min-width: 0; }
-.seg { height: 100%; display: inline-flex; align-items: center; justify-content: center;
-  overflow: hidden; color: #fff; font-size: 0.75em; white-space: nowrap; }
-.phase-total { margin-left: 0.4em; font-size: 0.85em; white-space: nowrap; }
-.break-even { position: absolute; top: -0.2em; bottom: -0.2em; border-left: 2px dashed #c62828; }
-.phase-text { font-size: 0.85em; color: #333; margin: 0.3em 0 0; overflow-wrap: anywhere; }
-@media (max-width: 600px) { body { margin: 0.7em; } h1 { font-size: 1.3em; }
-  #summary dl { grid-template-columns: 1fr; } #summary dd { margin-bottom: 0.4em; } }
-"""
+# --- markup: where text is escaped ----------------------------------------------------------
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ConfigError(
-            "--specdecode-html needs matplotlib: pip install 'pytest-specdecode[html]'"
-        ) from None
-    return plt
+def esc(text: str) -> str:
+    """Text from the report as HTML: each lone surrogate written as its escape (``\\udcff``),
+    then ``&``, ``<``, ``>`` and quotes as entities. Every text on the page goes through here
+    once, where its element is made."""
+    return html.escape(without_surrogates(text))
 
 
-def _literal(draw: Callable[P, T]) -> Callable[P, T]:
-    """A chart function run with matplotlib's math text off: ``$...$`` in a label is drawn as
-    written (math text would drop the dollar signs, and ``$$`` makes it raise)."""
-
-    @functools.wraps(draw)
-    def literally(*args: P.args, **kwargs: P.kwargs) -> T:
-        with _pyplot().rc_context({"text.parse_math": False}):
-            return draw(*args, **kwargs)
-
-    return literally
+def element(tag: str, markup: str = "", **attributes: str) -> str:
+    """``<tag ...>markup</tag>``: ``markup`` is HTML already (escaped text, elements); each
+    attribute's value is text, escaped here, in the order given (``css`` gives ``class``)."""
+    named = "".join(f" {'class' if k == 'css' else k}='{esc(v)}'" for k, v in attributes.items())
+    return f"<{tag}{named}>{markup}</{tag}>"
 
 
-def _error_bars(value: float, low: float, high: float) -> tuple[float, float]:
-    """The lengths below and above ``value`` of its interval, never negative (a value outside
-    its interval gets no bar on that side rather than an error)."""
-    return max(0.0, value - low), max(0.0, high - value)
+def text_element(tag: str, text: str, **attributes: str) -> str:
+    """An element holding ``text``, escaped."""
+    return element(tag, esc(text), **attributes)
 
 
-def _charts(draw: Callable[[], list[str]]) -> list[str]:
+def _cell(text: str, css: str | None = None) -> str:
+    """A table cell holding ``text``; ``css``, a class, colours it."""
+    return text_element("td", text, css=css) if css else text_element("td", text)
+
+
+def _boxed_table(css: str, headers: Sequence[str], rows: Iterable[str]) -> str:
+    """A table in a box that scrolls sideways; ``rows``: each row's cells as markup."""
+    head = element("thead", element("tr", "".join(text_element("th", h) for h in headers)))
+    body = element("tbody", "".join(element("tr", cells) for cells in rows))
+    return element("div", element("table", head + body, css=css), css="wrap")
+
+
+def _table(css: str, headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """:func:`_boxed_table` of text cells."""
+    return _boxed_table(css, headers, ("".join(map(_cell, row)) for row in rows))
+
+
+# --- charts: drawn by :mod:`.charts`, or a line saying why not ------------------------------
+
+
+def _drawn(draw: Callable[[], list[str]]) -> list[str]:
     """``draw()``'s charts, or one line saying why they could not be drawn (the rest of the
     page still renders)."""
     try:
@@ -162,239 +124,33 @@ def _charts(draw: Callable[[], list[str]]) -> list[str]:
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - one chart must not cost the page
-        why = html.escape(f"{type(exc).__name__}: {exc}")
-        return [f"<p class='chart-error'>chart not drawn: {why}</p>"]
+        why = f"chart not drawn: {type(exc).__name__}: {exc}"
+        return [text_element("p", why, css="chart-error")]
 
 
 def _chart(draw: Callable[..., str], *args: Any) -> str:
     """``draw(*args)``, or a line saying why that chart could not be drawn."""
-    return _charts(lambda: [draw(*args)])[0]
+    return _drawn(lambda: [draw(*args)])[0]
 
 
-def _svg(fig: Any) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    _pyplot().close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
+def _figure(anchor: str, draw: Callable[..., str], *args: Any) -> str:
+    """The chart ``draw(*args)`` in its box, whose id is ``anchor`` (:func:`_chart`)."""
+    return element("div", _chart(draw, *args), css="chart", id=anchor)
 
 
-def _interval(value: float, ci: tuple[float, float]) -> tuple[float, float]:
-    """``ci`` with an unknown end (``nan``) at ``value``."""
-    low, high = ci
-    return (value if math.isnan(low) else low), (value if math.isnan(high) else high)
-
-
-@_literal
-def speedup_chart(entries: Sequence[ReportEntry]) -> str:
-    """Speedup per result with its 95% interval, top to bottom in the order of the results
-    table, coloured by category (a legend names them)."""
-    plt = _pyplot()
-    results = [e.result for e in entries]
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(results) + 1.6))
-    categories = list(dict.fromkeys(r.category for r in results))
-    colours = {c: f"C{i % 10}" for i, c in enumerate(categories)}
-    for y, r in enumerate(results):
-        below, above = _error_bars(r.speedup, *_interval(r.speedup, r.speedup_ci))
-        ax.errorbar(
-            r.speedup, y, xerr=[[below], [above]], fmt="o",
-            color=colours[r.category], capsize=3, markersize=5,
-        )  # fmt: skip
-    ax.axvline(1.0, color="#999", linestyle="--", linewidth=1)
-    ax.set_yticks(range(len(results)), [label(e) for e in entries], fontsize=9)
-    for tick, r in zip(ax.get_yticklabels(), results, strict=True):
-        tick.set_color(colours[r.category])
-    ax.set_ylim(len(results) - 0.5, -0.5)  # the first result at the top, as in the table
-    ax.grid(axis="x", color="#eee")
-    ax.set_xlabel("speedup (speculative / baseline tokens per second), 95% interval")
-    handles = [
-        plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=c) for c in categories
-    ]
-    ax.legend(handles=handles, title="category", fontsize=8, title_fontsize=8,
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # fmt: skip
-    ax.set_title("Speedup by test and category")
-    return _svg(fig)
-
-
-#: Lines drawn one by one (with a legend) in a category's panel; more are drawn thin and grey
-#: under their mean.
-_MAX_LINES = 4
-
-
-@_literal
-def acceptance_chart(entries: Sequence[ReportEntry]) -> str:
-    """Share of drafts accepted at each speculative position: a small panel per category, on
-    one scale; a panel with up to four results draws each (named in its legend), one with more
-    draws them thin and grey under their mean."""
-    plt = _pyplot()
-    by_category: dict[str, list[ReportEntry]] = {}
-    for e in entries:
-        if e.result.acceptance_per_position:
-            by_category.setdefault(e.result.category, []).append(e)
-    if not by_category:
-        fig, ax = plt.subplots(figsize=(6, 1.2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no acceptance per position recorded", ha="center", va="center")
-        return _svg(fig)
-    columns = min(3, len(by_category))
-    rows = math.ceil(len(by_category) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.9 * rows),
-                             sharey=True, squeeze=False)  # fmt: skip
-    for ax in axes.flat[len(by_category) :]:
-        ax.axis("off")
-    for ax, (category, mine) in zip(axes.flat, by_category.items(), strict=False):
-        curves = [list(e.result.acceptance_per_position) for e in mine]
-        if len(mine) <= _MAX_LINES:
-            for i, (e, ys) in enumerate(zip(mine, curves, strict=True)):
-                name = e.result.label or label(e)
-                ax.plot(range(1, len(ys) + 1), ys, marker="o", color=f"C{i}", label=name)
-            ax.legend(fontsize=7, loc="lower left", frameon=False)
-        else:
-            for ys in curves:
-                ax.plot(range(1, len(ys) + 1), ys, color="#bbb", linewidth=0.8)
-            longest = max(len(ys) for ys in curves)
-            mean = [
-                sum(ys[i] for ys in curves if len(ys) > i) / sum(len(ys) > i for ys in curves)
-                for i in range(longest)
-            ]
-            ax.plot(range(1, longest + 1), mean, marker="o", color="C0",
-                    label=f"mean of {len(mine)} tests (grey: each)")  # fmt: skip
-            ax.legend(fontsize=7, loc="lower left", frameon=False)
-        ax.set_title(category, fontsize=10)
-        ax.set_ylim(0, 1.05)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.tick_params(labelsize=8)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("share accepted", fontsize=9)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("speculative position", fontsize=9)
-    fig.suptitle("Acceptance per position, by category")
-    fig.tight_layout()
-    return _svg(fig)
-
-
-@_literal
-def sweep_charts(sweep: Sweep) -> list[str]:
-    """Speedup with its 95% interval against k (a line per concurrency) and against
-    concurrency (a line per k, ticks at the measured concurrencies)."""
-    plt = _pyplot()
-    by_c: dict[int, list[tuple[int, float, float, float]]] = defaultdict(list)
-    by_k: dict[int, list[tuple[int, float, float, float]]] = defaultdict(list)
-    for k, c, result in sweep.points:
-        speedup = result.speedup
-        below, above = _error_bars(speedup, *_interval(speedup, result.speedup_ci))
-        by_c[c].append((k, speedup, below, above))
-        by_k[k].append((c, speedup, below, above))
-    charts = []
-    for groups, xlabel, legend, log in ((by_c, "k (speculative tokens)", "c", False),
-                                        (by_k, "concurrency (requests in flight)", "k",
-                                         True)):  # fmt: skip
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for i, (key, points) in enumerate(sorted(groups.items())):
-            xs, ys, lows, highs = zip(*sorted(points), strict=True)
-            ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, color=f"C{i}",
-                        label=f"{legend}={key}")  # fmt: skip
-        ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-        xs_all = sorted({x for pts in groups.values() for x, *_ in pts})
-        if log:
-            _concurrency_axis(ax, xs_all)
-        else:
-            ax.minorticks_off()
-            ax.set_xticks(xs_all, [str(x) for x in xs_all])
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("speedup, 95% interval")
-        name = sweep.nodeid.rsplit("::", 1)[-1]
-        ax.set_title(f"{name}: speedup against {xlabel.split(' (')[0]}", fontsize=10)
-        ax.legend(fontsize=8)
-        charts.append(_svg(fig))
-    return charts
-
-
-def _concurrency_axis(ax: Any, concurrencies: Sequence[int]) -> None:
-    """A concurrency axis ticked at the measured concurrencies (1, 8, 32: not the powers of
-    two between them), logarithmic when they span a factor of 4 or more."""
-    measured = sorted(set(concurrencies))
-    if len(measured) > 1 and measured[-1] >= 4 * measured[0]:
-        ax.set_xscale("log", base=2)
-    ax.minorticks_off()
-    ax.set_xticks(measured, [str(c) for c in measured])
-
-
-def break_even_chart(sweep: Sweep) -> str:
-    """:func:`break_even_figure` as inline SVG."""
-    return _svg(break_even_figure(sweep))
-
-
-def break_even_figure(sweep: Sweep) -> Any:
-    """The break-even curve of a sweep: per k, the break-even length L* (speculative decode
-    step / baseline decode step) against concurrency with its 95% interval (solid), and the
-    measured acceptance length with its interval (dashed, same colour), and L* over the steps
-    at the full batch only where the report has it (dotted); speculation pays where the dashed
-    line lies above the solid one. Ticks at the measured concurrencies."""
-    plt = _pyplot()
-    points = break_even_points(sweep)
-    fig, ax = plt.subplots(figsize=(4.8, 4.0))
-    for i, k in enumerate(sorted({p.k for p in points})):
-        mine = [p for p in points if p.k == k]
-        colour = f"C{i % 10}"
-        xs = [p.concurrency for p in mine]
-        ys = [p.break_even for p in mine]
-        lows = [p.break_even - (p.break_even_ci or (p.break_even,) * 2)[0] for p in mine]
-        highs = [(p.break_even_ci or (p.break_even,) * 2)[1] - p.break_even for p in mine]
-        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="-s", color=colour, capsize=4,
-                    label=f"break-even L*, k={k}")  # fmt: skip
-        full = [p for p in mine if p.full is not None]
-        if full:  # the pooled L* takes in the cheaper tail steps where few requests are left
-            ax.plot([p.concurrency for p in full], [p.full for p in full], ":", color=colour,
-                    label=f"L* at full batch, k={k}")  # fmt: skip
-        measured = [p for p in mine if p.acceptance is not None]
-        if measured:
-            values = [p.acceptance or 0.0 for p in measured]
-            cis = [p.acceptance_ci or (v, v) for p, v in zip(measured, values, strict=True)]
-            ax.errorbar(
-                [p.concurrency for p in measured], values,
-                yerr=[[v - ci[0] for v, ci in zip(values, cis, strict=True)],
-                      [ci[1] - v for v, ci in zip(values, cis, strict=True)]],
-                fmt="--o", color=colour, capsize=4, mfc="white",
-                label=f"measured acceptance length, k={k}",
-            )  # fmt: skip
-    _concurrency_axis(ax, [p.concurrency for p in points])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("concurrency (requests in flight)", fontsize=12)
-    ax.set_ylabel("tokens per verification step", fontsize=12)
-    ax.tick_params(labelsize=11)
-    ax.set_title(f"{sweep.nodeid.rsplit('::', 1)[-1]}: break-even against "
-                 "concurrency", fontsize=12)  # fmt: skip
-    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1,
-              frameon=False)  # fmt: skip
-    return fig
-
-
-def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
-    """The sweep's break-even chart, or a line saying it has no phase figures."""
-    if not break_even_points(sweep):
-        why = SERVED if served else NOT_RECORDED
-        return [f"<p class='env'>Break-even against concurrency: {html.escape(why)}.</p>"]
-    return [
-        "<h3>Break-even against concurrency</h3>",
-        "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
-        "above its break-even length L* (solid): each verification step must yield more than "
-        "L* = speculative step / baseline step tokens; 95% intervals.</p>",
-        f"<div class='chart fit' id='break-even-{index}'>{break_even_chart(sweep)}</div>",
-    ]
+# --- the phase bars: HTML and CSS, no matplotlib --------------------------------------------
 
 
 def _legend() -> str:
     """The phase colours, once for every bar chart on the page, and the break-even mark."""
     items = "".join(
-        f"<span><i class='swatch' style='background:{PHASE_COLOURS[p]}'></i>"
-        f"{html.escape(PHASE_NAMES[p])}</span>"
-        for p in PHASE_COLOURS
+        element("span", element("i", css="swatch", style=f"background:{colour}") + esc(name))
+        for name, colour in ((PHASE_NAMES[p], PHASE_COLOURS[p]) for p in PHASE_COLOURS)
     )
     mark = ("<span><i class='mark'></i>break-even: the baseline step &times; the tokens "
             "each speculative step yields (a speculative step shorter than this "
             "pays)</span>")  # fmt: skip
-    return f"<div class='legend' id='phase-legend'>{items}{mark}</div>"
+    return element("div", items + mark, css="legend", id="phase-legend")
 
 
 def _bar(name: str, figures: StepFigures, scale: float, mark: float | None) -> str:
@@ -408,20 +164,16 @@ def _bar(name: str, figures: StepFigures, scale: float, mark: float | None) -> s
         width = 100 * value / scale
         text = ms(value) if width >= 9 else ""
         tip = f"{PHASE_NAMES[phase]}: {ms(value)} ms ({value / total:.0%} of the step)"
-        segments.append(
-            f"<span class='seg' style='width:{width:.2f}%;background:{colour}' "
-            f"title='{html.escape(tip)}'>{text}</span>"
-        )
+        style = f"width:{width:.2f}%;background:{colour}"
+        segments.append(text_element("span", text, css="seg", style=style, title=tip))
     shown = "no decode steps" if total is None else f"{ms(total)} ms"
     marker = ""
     if mark is not None:
-        marker = (f"<span class='break-even' style='left:{100 * mark / scale:.2f}%' "
-                  f"title='break-even: {ms(mark)} ms'></span>")  # fmt: skip
-    return (
-        f"<div class='phase-row'><span class='phase-side'>{html.escape(name)}</span>"
-        f"<div class='phase-track'>{''.join(segments)}<span class='phase-total'>"
-        f"{html.escape(shown)}</span>{marker}</div></div>"
-    )
+        marker = element("span", css="break-even", style=f"left:{100 * mark / scale:.2f}%",
+                         title=f"break-even: {ms(mark)} ms")  # fmt: skip
+    track = "".join(segments) + text_element("span", shown, css="phase-total") + marker
+    side = text_element("span", name, css="phase-side")
+    return element("div", side + element("div", track, css="phase-track"), css="phase-row")
 
 
 def phase_chart(entry: ReportEntry) -> str:
@@ -445,15 +197,15 @@ def phase_chart(entry: ReportEntry) -> str:
         for side, steps in (("baseline", figures.baseline), ("speculative", figures.speculative))
     )
     said = explanation(entry)
-    why = f"<p class='phase-text'>{html.escape(said)}</p>" if said else ""
     split = round_split(figures)
     return (
-        f"<div class='phase-title'>{html.escape(label(entry))}</div>"
+        text_element("div", label(entry), css="phase-title")
         + _bar("baseline", base, scale, None)
         + _bar("speculative", spec, scale, mark)
-        + f"<p class='phase-text'>{html.escape(phase_line(entry))}</p>{why}"
-        + f"<p class='phase-text env'>prefill steps (apart): {html.escape(prefill)}</p>"
-        + (f"<p class='phase-text env'>{html.escape(split)}</p>" if split else "")
+        + text_element("p", phase_line(entry), css="phase-text")
+        + (text_element("p", said, css="phase-text") if said else "")
+        + text_element("p", f"prefill steps (apart): {prefill}", css="phase-text env")
+        + (text_element("p", split, css="phase-text env") if split else "")
     )
 
 
@@ -466,7 +218,7 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
     if not any(r.result.phases is not None for r in results):
         why = no_phases(results, served)
         why += " in this report" if why == NOT_RECORDED else ""
-        return [*parts, f"<p id='phases'>{html.escape(why)}.</p>"]
+        return [*parts, text_element("p", f"{why}.", id="phases")]
     parts += [
         "<p class='env'>Mean milliseconds per decode step, timed inside each engine; on the "
         "speculative side the forward pass is the verification pass over k + 1 positions.</p>",
@@ -474,213 +226,103 @@ def _phase_section(results: Sequence[ReportEntry], served: bool) -> list[str]:
         "<div id='phases'>",
     ]
     for i, r in enumerate(results):
-        chart = phase_chart(r)
-        if not chart:
-            why = no_phases([r], served)
-            chart = (f"<div class='phase-title'>{html.escape(label(r))}</div>"
-                     f"<p class='phase-text'>{html.escape(why)}</p>")  # fmt: skip
-        parts.append(f"<div class='phase-chart' id='phases-{i}'>{chart}</div>")
+        chart = phase_chart(r) or (
+            text_element("div", label(r), css="phase-title")
+            + text_element("p", no_phases([r], served), css="phase-text")
+        )
+        parts.append(element("div", chart, css="phase-chart", id=f"phases-{i}"))
     parts.append("</div>")
     return parts
 
 
-def load_positions(rates: list[float]) -> tuple[list[float], bool]:
-    """Where each arrival rate goes on a load chart's x axis, and whether that axis is
-    logarithmic (when the measured rates span a decade or more). An all-at-once rate (inf)
-    goes at the right end, beyond the highest finite rate."""
-    finite = [r for r in rates if math.isfinite(r)]
-    log = len(finite) > 1 and max(finite) >= 10 * min(finite)
-    if not finite:
-        end = 1.0
-    elif log:
-        end = max(finite) * max(2.0, (max(finite) / min(finite)) ** 0.25)
-    else:
-        end = max(finite) + 0.3 * max(max(finite) - min(finite), max(finite))
-    return [r if math.isfinite(r) else end for r in rates], log
+# --- sweeps, schedules, loads and rankings --------------------------------------------------
 
 
-@_literal
-def load_chart(load: LoadResult) -> str:
-    """p50 and p99 TPOT (ms) against the arrival rate, one line each for the baseline and
-    the speculative engine; the rate at which speculation stops lowering p50 TPOT (its
-    crossover) is marked."""
-    plt = _pyplot()
-    xs, log = load_positions(load.rates)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for colour, side in (("C0", "baseline"), ("C1", "speculative")):
-        for q, style, marker in ((50, "-", "o"), (99, "--", "s")):
-            ys = []
-            for point in load.points:
-                tpot = getattr(point, side).tpot
-                ys.append(math.nan if tpot is None else tpot[q] * 1000)
-            ax.plot(xs, ys, linestyle=style, marker=marker, color=colour,
-                    label=f"{side} p{q}")  # fmt: skip
-    if log:
-        ax.set_xscale("log")
-    ax.minorticks_off()
-    ax.set_xticks(xs, [rate_text(r).removesuffix(" req/s") for r in load.rates])
-    cross = load.crossover_rate
-    if cross is not None:
-        x = xs[load.rates.index(cross)]
-        ax.axvline(x, color="#c62828", linestyle=":", linewidth=1.5)
-        ax.text(
-            x, 0.03, f"stops paying: {rate_text(cross)} ", transform=ax.get_xaxis_transform(),
-            rotation=90, ha="right", va="bottom", fontsize=8, color="#c62828",
-        )  # fmt: skip
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("arrival rate (requests per second)")
-    ax.set_ylabel("TPOT (ms per output token)")
-    ax.set_title(f"{label(load)}: TPOT against arrival rate")
-    ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
+def _sweep_section(index: int, sweep: Sweep, served: bool) -> list[str]:
+    """A sweep: its line, its charts, its break-even curve and, where it measured something,
+    its k schedule."""
+    # the sweep's line without its id, which the heading gives (the line's surrogates escaped)
+    line = sweep_line(sweep).removeprefix(f"{without_surrogates(sweep.nodeid)}: ")
+    svgs = _drawn(functools.partial(charts.sweep_charts, sweep))
+    parts = [text_element("h2", f"Sweep: {sweep.nodeid}"), text_element("p", line)]
+    parts += [
+        element("div", chart, css="chart", id=f"sweep-{index}-{j}") for j, chart in enumerate(svgs)
+    ]
+    parts += _sweep_break_even(index, sweep, served)
+    if sweep.points:  # a sweep that measured something has a schedule
+        parts += _schedule_part(sweep.schedule())
+    return parts
 
 
-def _table(css: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    return (f"<div class='wrap'><table class='{css}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table></div>")  # fmt: skip
+def _sweep_break_even(index: int, sweep: Sweep, served: bool) -> list[str]:
+    """The sweep's break-even chart, or a line saying it has no phase figures."""
+    if not break_even_points(sweep):
+        why = SERVED if served else NOT_RECORDED
+        return [text_element("p", f"Break-even against concurrency: {why}.", css="env")]
+    return [
+        "<h3>Break-even against concurrency</h3>",
+        "<p class='env'>Speculation pays where a k's measured acceptance length (dashed) lies "
+        "above its break-even length L* (solid): each verification step must yield more than "
+        "L* = speculative step / baseline step tokens; 95% intervals.</p>",
+        element(
+            "div", _chart(charts.break_even_chart, sweep), css="chart fit", id=f"break-even-{index}"
+        ),
+    ]
 
 
 def _schedule_part(schedule: KSchedule) -> list[str]:
     """A sweep's k schedule: its line, its table and the config to paste, one line of JSON."""
+    # each lone surrogate written as its escape, as in every other text, before JSON writes it
+    config = json.dumps(without_surrogates(schedule.speculative_config))
     return [
-        f"<h3>Which k at which batch size</h3><p>{html.escape(schedule_line(schedule))}</p>",
+        "<h3>Which k at which batch size</h3>" + text_element("p", schedule_line(schedule)),
         _table("schedule", SCHEDULE_HEADERS, schedule_rows(schedule)),
         "<p>The speculative config (<code>vllm serve --speculative-config '...'</code>, or "
         "<code>vllm.LLM(speculative_config=...)</code>):</p>",
-        f"<pre class='config'>{html.escape(speculative_config_json(schedule))}</pre>",
+        text_element("pre", config, css="config"),
     ]
 
 
-@_literal
-def schedule_chart(check: ScheduleCheck) -> str:
-    """Speedup (95% interval) against concurrency for the scheduled engine and the best fixed
-    k; where the schedule is off the scheduled engine was not run (nothing drawn) and the
-    fixed k's point is the sweep's."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    sides = (("C1", "o", "schedule", "scheduled"), ("C0", "s", "best fixed k", "fixed"))
-    for colour, marker, name, side in sides:
-        xs: list[int] = []
-        ys: list[float] = []
-        errors: tuple[list[float], list[float]] = ([], [])
-        for row in check.rows:
-            speedup = getattr(row, f"{side}_speedup")
-            if speedup is None:
-                continue
-            ci = getattr(row, f"{side}_speedup_ci")
-            low, high = ci if ci is not None else (speedup, speedup)
-            xs.append(row.concurrency)
-            ys.append(speedup)
-            below, above = _error_bars(speedup, low, high)
-            errors[0].append(below)
-            errors[1].append(above)
-        if xs:
-            ax.errorbar(xs, ys, yerr=list(errors), fmt=f"-{marker}", color=colour, capsize=4,
-                        label=name)  # fmt: skip
-    for row in check.rows:
-        if row.scheduled_speedup is None:
-            ax.axvline(row.concurrency, color="#999", linestyle=":", linewidth=1)
-            ax.text(row.concurrency, 0.97, "schedule off (not run) ", rotation=90, ha="right",
-                    va="top", transform=ax.get_xaxis_transform(), fontsize=8,
-                    color="#555")  # fmt: skip
-    ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-    concurrencies = sorted({row.concurrency for row in check.rows})
-    if len(concurrencies) > 1 and concurrencies[-1] >= 4 * concurrencies[0]:
-        ax.set_xscale("log", base=2)
-    ax.minorticks_off()
-    ks = {row.concurrency: row for row in check.rows}
-    ax.set_xticks(concurrencies, [
-        f"{c}\nk {_k_text(ks[c].scheduled_k)} / {_k_text(ks[c].fixed_k)}" for c in concurrencies
-    ])  # fmt: skip
-    ax.set_xlabel("concurrency (requests in flight); under each: k of the schedule / best fixed k")
-    ax.set_ylabel("speedup over the baseline, 95% interval")
-    ax.set_title(f"{check.nodeid.rsplit('::', 1)[-1]}: the schedule against the best fixed k")
-    ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
-
-
-def _k_text(k: Any) -> str:
-    return "-" if k is None else ("off" if k == 0 else str(k))
-
-
 def _check_section(index: int, check: ScheduleCheck) -> list[str]:
+    """A schedule check: its line, its table and its chart."""
     return [
-        f"<h2>Schedule check: {html.escape(check.nodeid)}</h2>",
-        f"<p>{html.escape(check_line(check))}</p>",
+        text_element("h2", f"Schedule check: {check.nodeid}"),
+        text_element("p", check_line(check)),
         _table("schedule-check", CHECK_HEADERS, check_rows(check)),
-        f"<div class='chart' id='schedule-check-{index}'>{_chart(schedule_chart, check)}</div>",
+        _figure(f"schedule-check-{index}", charts.schedule_chart, check),
     ]
 
 
 def _load_section(index: int, load: LoadResult) -> list[str]:
+    """A load test: its line, its table (tabulate's ``html``, which escapes its cells), the
+    legend and its chart."""
     return [
-        f"<h2>Under load: {html.escape(load.key)}</h2>",
-        f"<p>{html.escape(load_line(load))}</p>",
-        f"<div class='load wrap'>{render_loads([load], tablefmt='html')}</div>",
-        f"<p class='env'>{html.escape(LOAD_LEGEND)}</p>",
-        f"<div class='chart' id='load-{index}'>{_chart(load_chart, load)}</div>",
+        text_element("h2", f"Under load: {load.key}"),
+        text_element("p", load_line(load)),
+        element("div", render_loads([load], tablefmt="html"), css="load wrap"),
+        text_element("p", LOAD_LEGEND, css="env"),
+        _figure(f"load-{index}", charts.load_chart, load),
     ]
-
-
-@_literal
-def ranking_chart(ranking: Ranking) -> str:
-    """Speedup (95% interval) against extra memory, one point per candidate; a candidate
-    whose extra memory was not measured is plotted at 0 and said so."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    unmeasured = []
-    for c in ranking.candidates:
-        speedup = c.speedup
-        if math.isnan(speedup):
-            continue
-        memory = c.result.extra_memory_gib
-        if memory is None:
-            unmeasured.append(c.name)
-        best = c.name == ranking.best
-        below, above = _error_bars(speedup, *_interval(speedup, c.speedup_ci))
-        ax.errorbar(
-            memory or 0.0, speedup, yerr=[[below], [above]], fmt="o",
-            color="C2" if best else ("C1" if c.tied else "C0"), capsize=4,
-            markersize=8 if best else 6,
-        )  # fmt: skip
-        marks = " (best)" if best else (" (tied)" if c.tied else "")
-        name = f"{c.name}{marks}{' *' if memory is None else ''}"
-        where = (memory or 0.0, speedup)
-        ax.annotate(name, where, textcoords="offset points", xytext=(8, 4), fontsize=8)
-    ax.axhline(1.0, color="#999", linestyle="--", linewidth=1)
-    note = f"\n* not measured: {', '.join(unmeasured)} (plotted at 0)" if unmeasured else ""
-    ax.set_xlabel(f"extra memory: draft weights + draft KV cache (GiB){note}")
-    ax.set_ylabel("speedup, 95% interval")
-    ax.set_title(f"{ranking.nodeid.rsplit('::', 1)[-1]}: speedup against memory")
-    return _svg(fig)
 
 
 def _ranking_section(index: int, ranking: Ranking) -> list[str]:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEADERS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in ranking_rows(ranking)
-    )
+    """A draft ranking: the choice and why, its table and its chart."""
     best = ranking.best
     choice = f"best: {best}" if best is not None else "no candidate is worth it"
     parts = [
-        f"<h2>Draft ranking: {html.escape(ranking.nodeid)}</h2>",
-        f"<p>{html.escape(choice)} &mdash; {html.escape(ranking.reason)}</p>",
-        f"<div class='wrap'><table class='ranking'><thead><tr>{head}</tr></thead><tbody>{body}"
-        "</tbody></table></div>",
+        text_element("h2", f"Draft ranking: {ranking.nodeid}"),
+        element("p", f"{esc(choice)} &mdash; {esc(ranking.reason)}"),
+        _table("ranking", RANKING_HEADERS, ranking_rows(ranking)),
     ]
     unmeasured = [c.name for c in ranking.candidates if c.result.extra_memory_gib is None]
     if unmeasured:
-        parts.append(
-            f"<p class='env'>extra memory not measured for {html.escape(', '.join(unmeasured))}"
-            ": plotted at 0 GiB</p>"
-        )
-    parts.append(f"<div class='chart' id='ranking-{index}'>{_chart(ranking_chart, ranking)}</div>")
+        why = f"extra memory not measured for {', '.join(unmeasured)}: plotted at 0 GiB"
+        parts.append(text_element("p", why, css="env"))
+    parts.append(_figure(f"ranking-{index}", charts.ranking_chart, ranking))
     return parts
+
+
+# --- the top of the page: summary, flags, checklist -----------------------------------------
 
 
 def _checklist_section(found: list[Checklist]) -> list[str]:
@@ -689,22 +331,18 @@ def _checklist_section(found: list[Checklist]) -> list[str]:
     if not found:
         return []
     parts = ["<section id='checklist'>"]
-    for c in found:
-        parts.append(
-            f"<p class='answer'><b>{html.escape(c.title)}:</b> {html.escape(c.summary)}</p>"
-        )
+    parts += [
+        element("p", text_element("b", f"{c.title}:") + " " + esc(c.summary), css="answer")
+        for c in found
+    ]
     parts.append("<h2>Worth it? The checklist</h2>")
     for c in found:
-        rows = "".join(
-            f"<tr><td class='{html.escape(line.answer)}'>{html.escape(line.answer)}</td>"
-            f"<td>{html.escape(line.question)}</td><td>{html.escape(line.figure)}</td></tr>"
+        rows = (
+            _cell(line.answer, line.answer) + _cell(line.question) + _cell(line.figure)
             for line in c.lines
         )
-        parts.append(
-            f"<p><b>{html.escape(c.title)}</b></p><div class='wrap'><table class='checklist'>"
-            f"<thead><tr><th>answer</th><th>question</th><th>figure</th></tr></thead><tbody>"
-            f"{rows}</tbody></table></div>"
-        )
+        table = _boxed_table("checklist", ("answer", "question", "figure"), rows)
+        parts.append(element("p", text_element("b", c.title)) + table)
     parts.append("</section>")
     return parts
 
@@ -757,53 +395,28 @@ def _flags(report: Report, env: Mapping[str, Any]) -> list[str]:
     cpu = (env.get("device") or {}).get("kind") == "cpu"
     for c in report.distribution_checks:
         if not c.passed:
-            test = c.nodeid.rsplit("::", 1)[-1]
+            test = text_element("code", c.nodeid.rsplit("::", 1)[-1])
             p = finite(c.p_value)
+            at = "" if p is None else f" (p = {p:.3g})"
             why = CPU_SAMPLING if cpu else (
                 "speculative sampling changed the output distribution: speculation is not "
                 "lossless on this engine at this temperature"
             )  # fmt: skip
-            css = "flag expected" if cpu else "flag"
-            flags.append(
-                f"<p class='{css}'><b>Sampling equivalence failed</b> in "
-                f"<code>{html.escape(test)}</code> (p = {p:.3g}): {html.escape(why)}.</p>"
-                if p is not None else
-                f"<p class='{css}'><b>Sampling equivalence failed</b> in "
-                f"<code>{html.escape(test)}</code>: {html.escape(why)}.</p>"
-            )  # fmt: skip
+            said = f"<b>Sampling equivalence failed</b> in {test}{at}: {esc(why)}."
+            flags.append(element("p", said, css="flag expected" if cpu else "flag"))
     for r in report.results:
         if r.outcome.passed is False:
             reasons = "; ".join(r.outcome.gate_failures) or (
                 "no gate message recorded (an assertion in the test itself: its pytest output "
                 "says which)"
             )  # fmt: skip
-            flags.append(
-                f"<p class='flag'><b>Failed</b>: <code>{html.escape(label(r))}</code>: "
-                f"{html.escape(reasons)}.</p>"
-            )
+            said = f"<b>Failed</b>: {text_element('code', label(r))}: {esc(reasons)}."
+            flags.append(element("p", said, css="flag"))
     for line in sizing_lines(report):
         if line.startswith("WARNING: "):
-            flags.append(
-                f"<p class='flag'><b>Blind</b>: {html.escape(line.removeprefix('WARNING: '))}</p>"
-            )
+            said = "<b>Blind</b>: " + esc(line.removeprefix("WARNING: "))
+            flags.append(element("p", said, css="flag"))
     return flags
-
-
-def _baseline_section(report: Report) -> list[str]:
-    """The comparison with the baseline (its table, with what each comparison could catch)
-    and what each saved result lets a later run see."""
-    parts = []
-    if report.comparisons is not None:
-        parts += [
-            "<h2>Comparison with the baseline</h2>",
-            _table("comparison", COMPARISON_HEADERS, comparison_rows(report.comparisons)),
-        ]
-    saved = [line for line in sizing_lines(report) if line.startswith("baseline ")]
-    if saved:
-        parts.append("<h2>What this baseline can see</h2><ul id='baseline'>")
-        parts += [f"<li>{html.escape(line.removeprefix('baseline '))}</li>" for line in saved]
-        parts.append("</ul>")
-    return parts
 
 
 def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
@@ -823,8 +436,11 @@ def _summary_section(report: Report, env: Mapping[str, Any]) -> list[str]:
         ("hardware", str(device.get("name") or device.get("kind") or "-")),
         ("results", f"{len(results)}: {counted}"),
     ]
-    rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in items)
-    return ["<section id='summary'>", f"<dl>{rows}</dl>", *_flags(report, env), "</section>"]
+    rows = "".join(text_element("dt", k) + text_element("dd", v) for k, v in items)
+    return ["<section id='summary'>", element("dl", rows), *_flags(report, env), "</section>"]
+
+
+# --- results, verdicts, baseline ------------------------------------------------------------
 
 
 #: The class that colours a verdict, and a gate outcome, in the results table: the
@@ -853,103 +469,109 @@ def _results_table(results: Sequence[ReportEntry]) -> str:
 
     def td(cell: Cell, text: str, width: int) -> str:
         css = _cell_class(cell)
-        if css is None:
-            return f"<td>{html.escape(text.ljust(width))}</td>"
-        return f"<td class='{css}'>{html.escape(text)}</td>"
+        return _cell(text.ljust(width)) if css is None else _cell(text, css)
 
-    head = "".join(
-        f"<th>{html.escape(h.ljust(w))}</th>" for h, w in zip(headers, widths, strict=True)
-    )
+    head = "".join(text_element("th", h.ljust(w)) for h, w in zip(headers, widths, strict=True))
     body = "".join(
-        "\n<tr>" + "".join(map(td, row, text, widths)) + "</tr>"
+        "\n" + element("tr", "".join(map(td, row, text, widths)))
         for row, text in zip(table, texts, strict=True)
     )
     return f"<table>\n<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>{body}\n</tbody>\n</table>"
 
 
-def _escaped(value: T) -> T:
-    """``value`` (a report, one of its objects, a dict, list or text) with every lone
-    surrogate in its text written as its escape (``\\udcff``, :func:`without_surrogates`),
-    so it can be drawn and written as UTF-8; what holds none is returned as it is."""
-    if isinstance(value, str):
-        escaped = without_surrogates(value)
-        return value if escaped == value else cast(T, escaped)
-    if is_dataclass(value) and not isinstance(value, type):
-        changes = {}
-        for f in fields(value):
-            old = getattr(value, f.name)
-            if (new := _escaped(old)) is not old:
-                changes[f.name] = new
-        return cast(T, replace(value, **changes)) if changes else value
-    if isinstance(value, dict):
-        items = {_escaped(k): _escaped(v) for k, v in value.items()}
-        same = all(k in value and v is value[k] for k, v in items.items())
-        return value if same else cast(T, items)
-    if isinstance(value, list | tuple):
-        escaped_items = [_escaped(v) for v in value]
-        same = all(new is old for new, old in zip(escaped_items, value, strict=True))
-        return value if same else cast(T, type(value)(escaped_items))
-    return value
+def _results_section(results: Sequence[ReportEntry]) -> list[str]:
+    """The results table and each result's verdict with its reasons."""
+    notes = " notes" if any(r.result.notes for r in results) else ""
+    verdicts = [
+        element(
+            "li",
+            f"{text_element('b', label(r))}: {esc(r.result.verdict or '-')} &mdash; "
+            f"{esc('; '.join(r.result.verdict_reasons))}",
+        )
+        for r in results
+    ]
+    return [
+        "<h2>Results</h2>",
+        element("div", _results_table(results), id="results", css=f"wrap{notes}"),
+        "<h2>Verdicts</h2><ul>",
+        *verdicts,
+        "</ul>",
+    ]
+
+
+def _baseline_section(report: Report) -> list[str]:
+    """The comparison with the baseline (its table, with what each comparison could catch)
+    and what each saved result lets a later run see."""
+    parts = []
+    if report.comparisons is not None:
+        parts += [
+            "<h2>Comparison with the baseline</h2>",
+            _table("comparison", COMPARISON_HEADERS, comparison_rows(report.comparisons)),
+        ]
+    saved = [line for line in sizing_lines(report) if line.startswith("baseline ")]
+    if saved:
+        parts.append("<h2>What this baseline can see</h2><ul id='baseline'>")
+        parts += [text_element("li", line.removeprefix("baseline ")) for line in saved]
+        parts.append("</ul>")
+    return parts
+
+
+def _charts_section(results: Sequence[ReportEntry]) -> list[str]:
+    """Speedup per result, and acceptance per position per category."""
+    if not results:
+        return []
+    return [
+        "<h2>Charts</h2>",
+        _figure("speedup", charts.speedup_chart, results),
+        _figure("acceptance", charts.acceptance_chart, results),
+    ]
+
+
+def _distribution_section(report: Report) -> list[str]:
+    """A line per sampling-equivalence check."""
+    if not report.distribution_checks:
+        return []
+    return [
+        "<h2>Distribution checks (sample_equivalence)</h2><ul id='distributions'>",
+        *(text_element("li", distribution_line(c)) for c in report.distribution_checks),
+        "</ul>",
+    ]
+
+
+#: The page's head and title.
+_HEAD = (
+    "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+    "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+    "<title>Speculative decoding report</title>",
+    f"<style>{STYLE}</style></head><body>",
+    "<h1>Speculative decoding report</h1>",
+)
 
 
 def render_html(report: Report) -> str:
     """The whole page for a report."""
-    report = _escaped(report)
     results = report.results
     env = report.environment
     served = bool(env.get("served"))
-    notes = " notes" if any(r.result.notes for r in results) else ""
     parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        "<title>Speculative decoding report</title>",
-        f"<style>{STYLE}</style></head><body>",
-        "<h1>Speculative decoding report</h1>",
+        *_HEAD,
         *_summary_section(report, env),
         *_checklist_section(checklists(report)),
-        "<h2>Results</h2>",
-        f"<div id='results' class='wrap{notes}'>{_results_table(results)}</div>",
-        "<h2>Verdicts</h2><ul>",
+        *_results_section(results),
+        *_baseline_section(report),
+        *_charts_section(results),
+        *_phase_section(results, served),
     ]
-    for r in results:
-        reasons = "; ".join(r.result.verdict_reasons)
-        parts.append(
-            f"<li><b>{html.escape(label(r))}</b>: {html.escape(r.result.verdict or '-')}"
-            f" &mdash; {html.escape(reasons)}</li>"
-        )
-    parts.append("</ul>")
-    parts += _baseline_section(report)
-    if results:
-        parts += [
-            "<h2>Charts</h2>",
-            f"<div class='chart' id='speedup'>{_chart(speedup_chart, results)}</div>",
-        ]
-        parts.append(
-            f"<div class='chart' id='acceptance'>{_chart(acceptance_chart, results)}</div>"
-        )
-    parts += _phase_section(results, served)
     for i, sweep in enumerate(report.sweeps):
-        parts.append(f"<h2>Sweep: {html.escape(sweep.nodeid)}</h2>")
-        line = sweep_line(sweep).removeprefix(f"{sweep.nodeid}: ")
-        parts.append(f"<p>{html.escape(line)}</p>")
-        for j, chart in enumerate(_charts(functools.partial(sweep_charts, sweep))):
-            parts.append(f"<div class='chart' id='sweep-{i}-{j}'>{chart}</div>")
-        parts += _sweep_break_even(i, sweep, served)
-        if sweep.points:  # a sweep that measured something has a schedule
-            parts += _schedule_part(sweep.schedule())
+        parts += _sweep_section(i, sweep, served)
     for i, check in enumerate(report.schedule_checks):
         parts += _check_section(i, check)
     if report.schedule_checks or any(s.points for s in report.sweeps):
-        parts.append(f"<p class='env'>{html.escape(SCHEDULE_LEGEND)}</p>")
+        parts.append(text_element("p", SCHEDULE_LEGEND, css="env"))
     for i, load in enumerate(report.loads):
         parts += _load_section(i, load)
     for i, ranking in enumerate(report.rankings):
         parts += _ranking_section(i, ranking)
-    if report.distribution_checks:
-        parts.append("<h2>Distribution checks (sample_equivalence)</h2><ul id='distributions'>")
-        parts += [
-            f"<li>{html.escape(distribution_line(c))}</li>" for c in report.distribution_checks
-        ]
-        parts.append("</ul>")
+    parts += _distribution_section(report)
     parts.append("</body></html>")
     return "\n".join(parts)

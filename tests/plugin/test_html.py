@@ -237,7 +237,7 @@ def test_results_table_fits_a_1400_px_page(report_page: Path, tmp_path: Path) ->
 def test_load_positions_put_all_at_once_at_the_right_end() -> None:
     import math
 
-    from pytest_specdecode.reporting.html import load_positions
+    from pytest_specdecode.reporting.charts import load_positions
 
     assert load_positions([0.5, 2.0, math.inf]) == ([0.5, 2.0, 2.6], False)
     xs, log = load_positions([1.0, 10.0, 100.0, math.inf])

@@ -8,6 +8,7 @@ import dataclasses
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +213,44 @@ def test_html_draws_labels_with_a_lone_surrogate_and_dollar_signs(tmp_path: Path
     assert "s\\udcff" in page.split("id='results'", 1)[1]
 
 
+#: What a hostile report appends to each text below: a lone surrogate, markup, and ``$$`` (empty
+#: math text, which makes matplotlib raise unless math text is off).
+HOSTILE = " s\udcff<i>x</i>&'$$"
+#: The texts made hostile: test ids, labels, categories, names, reasons, models, notes.
+HOSTILE_KEYS = {"nodeid", "label", "category", "name", "best", "tied", "reason", "key", "model",
+                "verdict_reasons", "gate_failures", "notes", "target", "draft"}  # fmt: skip
+
+
+def _hostile(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _hostile(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hostile(v, key) for v in value]
+    if isinstance(value, str) and value and key in HOSTILE_KEYS:
+        return value + HOSTILE
+    return value
+
+
+def test_html_escapes_every_text_of_a_hostile_report_where_it_is_written() -> None:
+    """Issue 48 item 4: each text is escaped where its element is made (no walk over the report
+    first). The recorded report, with a lone surrogate, markup and ``$`` added to its texts,
+    renders every section and chart as UTF-8: the surrogate as its escape, no markup of its own,
+    the config to paste with the escape too."""
+    from pytest_specdecode.baselines.report import Report
+    from pytest_specdecode.reporting.html import render_html
+
+    recorded = json.loads((REPO / "docs/data/example-suites.json").read_text(encoding="utf-8"))
+    page = render_html(Report.from_dict(_hostile(recorded), "hostile.json"))
+    page.encode("utf-8")  # no lone surrogate anywhere, the charts' SVG included
+    assert "<i>" not in page and "chart not drawn" not in page and page.count("<svg") == 8
+    written = "s\\udcff&lt;i&gt;x&lt;/i&gt;&amp;&#x27;"
+    for heading in ("Sweep", "Schedule check", "Under load", "Draft ranking"):
+        assert re.search(f"<h2>{heading}: [^<]*{re.escape(written)}\\$\\$</h2>", page), heading
+    assert re.search(f"<pre class='config'>[^<]*{re.escape('tiny-draft s' + chr(92) * 2)}", page)
+    speedup_chart = page.split("id='speedup'>", 1)[1].split("</div>", 1)[0]
+    assert "s\\udcff&lt;i&gt;x&lt;/i&gt;&amp;'$$] -->" in speedup_chart  # a label as drawn
+
+
 def test_a_schedule_with_a_gap_says_so_in_its_table() -> None:
     """A report's sweep schedule is made again from its points (it has no gap); a schedule
     given to the table by hand may have one, and its row says so."""
@@ -229,12 +268,12 @@ def test_a_schedule_with_a_gap_says_so_in_its_table() -> None:
 def test_a_chart_that_cannot_be_drawn_leaves_the_rest_of_the_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_specdecode.reporting import html as page_module
+    from pytest_specdecode.reporting import charts
 
     def broken(*args: Any) -> str:
         raise RuntimeError("no fonts")
 
-    monkeypatch.setattr(page_module, "speedup_chart", broken)
+    monkeypatch.setattr(charts, "speedup_chart", broken)
     save(tmp_path / "b.json", entry())
     assert cli_main(["html", str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == EXIT_OK
     page = (tmp_path / "b.html").read_text()

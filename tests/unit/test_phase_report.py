@@ -291,7 +291,8 @@ def test_a_sweeps_break_even_chart_has_both_lengths_per_k_at_the_measured_concur
     pytest.importorskip("matplotlib.pyplot")
     import matplotlib.pyplot as plt
 
-    from pytest_specdecode.reporting.html import break_even_figure, render_html
+    from pytest_specdecode.reporting.charts import break_even_figure
+    from pytest_specdecode.reporting.html import render_html
 
     fig = break_even_figure(typed(report([], sweeps=[sweep()])).sweeps[0])
     (ax,) = fig.axes
