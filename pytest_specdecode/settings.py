@@ -465,15 +465,61 @@ def parse_threshold(name: str, value: Any, source: str) -> float:
     return float(value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class GlobalSettings:
-    """Command-line and ini values, parsed once per session; ``source`` names where each came."""
+    """Every setting's value, parsed once: one typed attribute per :data:`SETTINGS` entry (of
+    its parser's type, ``| None`` where the default is None; a test checks both), and
+    ``sources``, where each value not left at its default came from."""
 
-    values: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
+    target: str | None
+    speculative_config: dict[str, Any] | None
+    engine_kwargs: dict[str, Any] | None
+    category: tuple[str, ...] | None
+    trials: int | str
+    max_trials: int | str
+    baseline_trials: int | str
+    baseline_max_trials: int
+    compare_max_trials: int | str
+    precision: float
+    report: str | None
+    html: str | None
+    export: tuple[tuple[str, str], ...] | None
+    max_engines: int
+    engine_mode: str
+    timeout: float
+    cost_ratio: str
+    baseline_url: str | None
+    speculative_url: str | None
+    api_key_env: str
+    require_gpu: bool
+    no_reorder: bool
+    gpus_per_worker: int
+    save: str | None
+    compare: str | None
+    compare_fail: str
+    strict_environment: bool
+    allow_config_change: bool
+    update_baseline: bool
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, values: Mapping[str, Any] | None = None, sources: Mapping[str, str] | None = None
+    ) -> GlobalSettings:
+        """The settings with these parsed ``values`` (by name), every other at its default."""
+        given = values or {}
+        fields = {s.name: given.get(s.name, s.default) for s in SETTINGS}
+        return cls(**fields, sources=dict(sources or {}))
+
+    @property
+    def served(self) -> bool:
+        """Measure two running servers (``speculative_url`` given) instead of local engines."""
+        return self.speculative_url is not None
 
     def get(self, name: str) -> Any:
-        return self.values.get(name, BY_NAME[name].default)
+        """A setting's value by name, for code driven by a table of setting names (and hook
+        implementations); the package otherwise reads the attributes."""
+        return getattr(self, BY_NAME[name].name)
 
     def source(self, name: str) -> str:
         return self.sources.get(name, "default")
@@ -482,21 +528,22 @@ class GlobalSettings:
 def parse_keywords(values: Mapping[str, Any], call: str, known: tuple[str, ...]) -> GlobalSettings:
     """Settings given as keywords (``Bench(trials=...)``, ``RunRecord(save=...)``), parsed as
     the options are; errors name the keyword (``call(name=...)``)."""
-    settings = GlobalSettings()
+    parsed: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name, value in values.items():
         if name not in known:
             raise ConfigError(f"{call}({name}=...): unknown setting; known: {', '.join(known)}")
         if value is None or (BY_NAME[name].flag and value is False):
             continue
-        settings.values[name] = BY_NAME[name].parse(value, f"{call}({name}=...)")
-        settings.sources[name] = f"{call}({name}=...)"
-    return settings
+        parsed[name] = BY_NAME[name].parse(value, f"{call}({name}=...)")
+        sources[name] = f"{call}({name}=...)"
+    return GlobalSettings.of(parsed, sources)
 
 
 def check_served_pair(settings: GlobalSettings, baseline: str, speculative: str) -> None:
     """The two server URLs go together: both (two running servers) or neither; ``baseline``
     and ``speculative`` are how the caller names them in the error."""
-    if (settings.get("baseline_url") is None) != (settings.get("speculative_url") is None):
+    if (settings.baseline_url is None) != (settings.speculative_url is None):
         raise ConfigError(
             f"{baseline} and {speculative} go together: give both (two running vLLM servers on "
             "the same target) or neither"
@@ -505,7 +552,8 @@ def check_served_pair(settings: GlobalSettings, baseline: str, speculative: str)
 
 def load_global(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> GlobalSettings:
     """Read every setting from the command line, else ini, else its default."""
-    result = GlobalSettings()
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for setting in SETTINGS:
         raw = getoption(setting.dest)
         source = setting.option
@@ -514,6 +562,6 @@ def load_global(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -
             source = f"ini {setting.ini_name}"
             if raw in ("", None, []) or (setting.flag and raw is False):
                 continue
-        result.values[setting.name] = setting.parse(raw, source)
-        result.sources[setting.name] = source
-    return result
+        values[setting.name] = setting.parse(raw, source)
+        sources[setting.name] = source
+    return GlobalSettings.of(values, sources)

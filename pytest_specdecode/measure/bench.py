@@ -112,22 +112,19 @@ def bench_settings(values: Mapping[str, Any], call: str = "Bench") -> GlobalSett
 
 def make_source(settings: GlobalSettings, progress: Progress) -> EngineSource:
     """The engines a setting chooses: two running servers, or local vLLM workers."""
-    if settings.get("speculative_url") is not None:
+    if settings.served:
         from ..engines.served import ServedPool
 
-        return ServedPool(
-            settings.get("baseline_url"),
-            settings.get("speculative_url"),
-            settings.get("api_key_env"),
-            timeout=settings.get("timeout"),
-        )
+        baseline, speculative = settings.baseline_url, settings.speculative_url
+        assert baseline is not None and speculative is not None  # check_served_pair
+        return ServedPool(baseline, speculative, settings.api_key_env, timeout=settings.timeout)
     from ..engines.pool import EnginePool
 
     return EnginePool(
-        settings.get("max_engines"),
-        timeout=settings.get("timeout"),
+        settings.max_engines,
+        timeout=settings.timeout,
         progress=progress,
-        mode=settings.get("engine_mode"),
+        mode=settings.engine_mode,
     )
 
 
@@ -197,12 +194,11 @@ class Bench:
             raise ConfigError(f"Bench(engine_kwargs=...): expected a dict, got {engine_kwargs!r}")
         pair = engine_pair(
             target, speculative_config, engine_kwargs or {},
-            served=parsed.get("speculative_url") is not None,
+            served=parsed.served,
             where=lambda n: f"Bench({n}=...)", hint="to Bench",
         )  # fmt: skip
         self.baseline, self.speculative = pair
         self.settings = parsed
-        self.served = parsed.get("speculative_url") is not None
         self.name, self.category = name, category
         self.gates = dict(gates or {})
         self._reference = reference
@@ -220,6 +216,11 @@ class Bench:
         self.time = TimeSpent()
 
     # -- engines ------------------------------------------------------------------------
+    @property
+    def served(self) -> bool:
+        """Measure two running servers (the settings name them) instead of local engines."""
+        return self.settings.served
+
     @property
     def source(self) -> EngineSource:
         """The engines: the ones given, the two servers the settings name (this Bench's own),
@@ -243,7 +244,7 @@ class Bench:
 
     @property
     def _timeout(self) -> float:
-        return float(self.settings.get("timeout"))
+        return self.settings.timeout
 
     def close(self) -> None:
         """Give the engines back: the last open Bench on the shared pool shuts them down."""
@@ -490,16 +491,16 @@ class Bench:
         rounds one engine after the other and cannot stop early, so it runs ``trials``.
         """
         wanted = (
-            self.settings.get("trials")
+            self.settings.trials
             if trials is None
             else BY_NAME["trials"].parse(trials, "run(trials=...)")
         )
-        most = int(self.settings.get("max_trials"))
+        most = int(self.settings.max_trials)
         stops: list[Callable[[list[float]], bool]] = []
         thresholds: list[float] = []
         if wanted == "auto":
             thresholds = [t for t in (self.gates.get("min_speedup"),) if t is not None]
-            stops.append(adaptive_stop(thresholds, self.settings.get("precision"), most))
+            stops.append(adaptive_stop(thresholds, self.settings.precision, most))
         fixed = int(wanted) if wanted != "auto" else most
         plan = self._plan
         if plan is not None:  # a saving run sized by its noise
@@ -597,7 +598,7 @@ class Bench:
         carry no step profile (served engines) or the setting is off."""
         if not has_model(spec.method):
             return 0.0
-        if self.settings.get("cost_ratio") == "off":
+        if self.settings.cost_ratio == "off":
             return None
         return cost_ratio(result.phases, result.num_drafts, result.num_draft_tokens)
 

@@ -100,7 +100,7 @@ def _setup_xdist(config: pytest.Config, state: SpecDecodeSession) -> None:
     workers = getattr(config.option, "numprocesses", None)
     if not workers or not config.pluginmanager.hasplugin("xdist"):
         return
-    per_worker = state.settings.get("gpus_per_worker")
+    per_worker = state.settings.gpus_per_worker
     controller = XdistController(config, per_worker, by_engines=state.reorders)
     try:
         check_worker_count(int(workers), controller.groups, len(controller.gpus), per_worker)
@@ -131,7 +131,7 @@ def pytest_collection_modifyitems(
 ) -> None:
     # tryfirst: before other plugins see (and reorder) the items
     state = config.stash[SESSION_KEY]
-    wanted = state.settings.get("category")
+    wanted = state.settings.category
     keep, deselected = [], []
     for item in items:
         mark = item.get_closest_marker(MARKER)
@@ -171,7 +171,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         found = len(nvml_gpus())
         if found < spec.min_gpus:
             reason = f"needs {spec.min_gpus} GPU(s), NVML sees {found}"
-            if state.settings.get("require_gpu"):
+            if state.settings.require_gpu:
                 pytest.fail(f"{reason} and --specdecode-require-gpu is set", pytrace=False)
             pytest.skip(reason)
     if spec is not None:
@@ -299,7 +299,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for line in checklist.text(_width(terminalreporter)):
             terminalreporter.write_line(printable(line))
     _file_lines(terminalreporter, state)
-    if state.baseline is not None or state.settings.get("update_baseline"):
+    if state.baseline is not None or state.settings.update_baseline:
         _comparison_summary(terminalreporter, state)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:

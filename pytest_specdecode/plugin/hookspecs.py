@@ -17,4 +17,6 @@ def pytest_specdecode_engine_source(
 ) -> EngineSource | None:
     """Return the engines the session's specdecode tests run on, for instance a simulated
     backend implementing :class:`~pytest_specdecode.engines.protocol.EngineSource`; None (the
-    default) lets the settings choose: two running servers, or local vLLM workers."""
+    default) lets the settings choose: two running servers, or local vLLM workers.
+    ``settings`` holds the session's parsed settings as attributes (``settings.timeout``,
+    ``settings.served``; ``settings.source("timeout")`` says where a value came from)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..engines.config import EngineConfig, engine_pair
 from ..errors import ConfigError
@@ -15,6 +15,8 @@ from ..settings import (
     GlobalSettings,
     parse_threshold,
 )
+
+T = TypeVar("T")
 
 MARKER = "specdecode"
 MARKER_DOC = (
@@ -81,15 +83,16 @@ def resolve(
     category = _category(where, args, kwargs)
     sources: dict[str, str] = {}
 
-    def pick(name: str) -> Any:
+    def pick(name: str, session: T) -> T:
+        """The marker's value of the setting ``name`` when given, else the session's."""
         if kwargs.get(name) is not None:
             sources[name] = "marker"
-            return BY_NAME[name].parse(kwargs[name], f"{where}: {name}")
+            given: T = BY_NAME[name].parse(kwargs[name], f"{where}: {name}")
+            return given
         sources[name] = settings.source(name)
-        return settings.get(name)
+        return session
 
-    served = settings.get("speculative_url") is not None
-    engine_kwargs: dict[str, Any] = dict(settings.get("engine_kwargs") or {})
+    engine_kwargs: dict[str, Any] = dict(settings.engine_kwargs or {})
     if kwargs.get("engine_kwargs") is not None:
         engine_kwargs.update(BY_NAME["engine_kwargs"].parse(kwargs["engine_kwargs"], where))
         sources["engine_kwargs"] = "marker"
@@ -103,10 +106,10 @@ def resolve(
         return f"{nodeid} ({settings.source('engine_kwargs')})"  # an engine_kwargs key
 
     baseline, speculative = engine_pair(
-        pick("target"),
-        pick("speculative_config"),
+        pick("target", settings.target),
+        pick("speculative_config", settings.speculative_config),
         engine_kwargs,
-        served=served,
+        served=settings.served,
         where=came_from,
         hint=(
             "on the marker, --specdecode-{option} on the command line, or specdecode_{name} "
@@ -127,8 +130,8 @@ def resolve(
         category=category.strip(),
         baseline=baseline,
         speculative=speculative,
-        trials=pick("trials"),
-        timeout=pick("timeout"),
+        trials=pick("trials", settings.trials),
+        timeout=pick("timeout", settings.timeout),
         gates=gates,
         sources=sources,
     )

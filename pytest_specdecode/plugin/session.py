@@ -45,13 +45,13 @@ class SpecDecodeSession(RunRecord):
 
     @property
     def served(self) -> bool:
-        return self.settings.get("speculative_url") is not None
+        return self.settings.served
 
     @property
     def reorders(self) -> bool:
         """Whether tests sharing local engines run together (and share a pytest-xdist
         worker): not with ``--specdecode-no-reorder``, not against served endpoints."""
-        return not self.settings.get("no_reorder") and not self.served
+        return not self.settings.no_reorder and not self.served
 
     @property
     def pool(self) -> EngineSource:

@@ -151,7 +151,7 @@ def planned(settings: GlobalSettings) -> list[Planned]:
         for o in OUTPUTS
         if settings.get(o.setting)
     ]
-    for name, path in settings.get("export") or ():
+    for name, path in settings.export or ():
         fmt = EXPORT_BY_NAME.get(name)
         if fmt is None:
             raise ConfigError(
@@ -168,11 +168,11 @@ def check_outputs(settings: GlobalSettings) -> None:
     paths = planned(settings)
     for output in paths:
         check_writable(output.path, output.where)
-    compare = settings.get("compare")
-    if compare and settings.get("update_baseline"):
+    compare = settings.compare
+    if compare and settings.update_baseline:
         check_writable(compare, "--specdecode-compare (updated by --specdecode-update-baseline)")
-    if settings.get("save"):  # merged into at the end: refuse now a file that cannot be
-        files.load_to_merge(settings.get("save"), where(settings, "save"))
+    if settings.save:  # merged into at the end: refuse now a file that cannot be
+        files.load_to_merge(settings.save, where(settings, "save"))
     for i, output in enumerate(paths):
         for other in paths[i + 1 :]:
             if same_file(output.path, other.path):

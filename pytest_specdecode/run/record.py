@@ -182,11 +182,11 @@ class RunRecord:
         """Check the outputs and read the baseline to compare with: refused now, not after
         the run, when a path cannot be written or the baseline cannot be used."""
         self.tolerances: list[Tolerance] = parse_tolerances(
-            self.settings.get("compare_fail"), self.settings.source("compare_fail")
+            self.settings.compare_fail, self.settings.source("compare_fail")
         )
         check_outputs(self.settings)
-        path = self.settings.get("compare")
-        update = self.settings.get("update_baseline")
+        path = self.settings.compare
+        update = self.settings.update_baseline
         if path is None:
             if update:
                 raise ConfigError(
@@ -222,7 +222,7 @@ class RunRecord:
     @property
     def saving(self) -> bool:
         """Whether this run's results will serve as a baseline."""
-        return bool(self.settings.get("save") or self.settings.get("update_baseline"))
+        return bool(self.settings.save or self.settings.update_baseline)
 
     def trials(self, trials: int | str) -> int | str:
         """The rounds a run takes: a saving run takes at least ``baseline_trials`` (a baseline
@@ -230,7 +230,7 @@ class RunRecord:
         :meth:`plan` decides and ``trials`` is only a floor."""
         if not self.saving or self.plan() is not None:
             return trials
-        least = self.settings.get("baseline_trials")
+        least = self.settings.baseline_trials
         least = DEFAULT_SAVED if least == "auto" else int(least)
         return least if trials == "auto" else max(int(trials), least)
 
@@ -240,11 +240,11 @@ class RunRecord:
         tolerance = self.speedup_tolerance
         if not self.saving or tolerance is None:
             return None
-        if self.settings.get("baseline_trials") != "auto":
+        if self.settings.baseline_trials != "auto":
             return None
         return SavePlan(
             tolerance,
-            int(self.settings.get("baseline_max_trials")),
+            self.settings.baseline_max_trials,
             self.compare_cap,
             DEFAULT_SAVED,
         )
@@ -252,7 +252,7 @@ class RunRecord:
     @property
     def compare_cap(self) -> int:
         """The most rounds a compared run takes, whatever its baseline planned."""
-        return int(self.settings.get("compare_max_trials"))
+        return int(self.settings.compare_max_trials)
 
     def reference(self, nodeid: str, label: str | None) -> tuple[Reference, float] | None:
         """The stored speedup of a result and its relative tolerance, when comparing with a
@@ -268,7 +268,7 @@ class RunRecord:
     def _compared_limit(self, reference: Reference) -> Reference:
         """``reference`` with the most rounds a run compared with it takes: what its baseline
         planned (``max_trials`` for a baseline saved before plans), at most the cap."""
-        planned = reference.compared or int(self.settings.get("max_trials"))
+        planned = reference.compared or int(self.settings.max_trials)
         return replace(reference, compared=min(planned, self.compare_cap))
 
     # -- what the benches make -----------------------------------------------------------------
@@ -439,10 +439,10 @@ class RunRecord:
             "start_notes": self.start_notes(),
         }
 
-    def _max_engines(self) -> Any:
+    def _max_engines(self) -> int:
         return next(
-            (b.settings.get("max_engines") for b in self.benches),
-            self.settings.get("max_engines"),
+            (b.settings.max_engines for b in self.benches),
+            self.settings.max_engines,
         )
 
     def as_report(self) -> Report:
@@ -527,7 +527,7 @@ class RunRecord:
                 known = self.configuration_keys.setdefault(text, [])
                 if change.key not in known:
                     known.append(change.key)
-        if self.settings.get("allow_config_change"):
+        if self.settings.allow_config_change:
             return {}
         return {c.key: list(c.incomparable) for c in changes if c.incomparable}
 
@@ -548,7 +548,7 @@ class RunRecord:
             known.extend(k for k in keys if k not in known)
             for key in keys:
                 refused.setdefault(key, []).append(change)
-        return refused if self.settings.get("strict_environment") else {}
+        return refused if self.settings.strict_environment else {}
 
     @property
     def environment_changes(self) -> list[str]:
@@ -583,10 +583,10 @@ class RunRecord:
         from ..reporting.table import printable
 
         matching = self.matching()
-        if matching is None or (self.settings.get("update_baseline") and not self._stored.results):
+        if matching is None or (self.settings.update_baseline and not self._stored.results):
             return None
         why = nothing_compared(
-            matching, f"the baseline {self.settings.get('compare')}", "this run", self.RENAMED
+            matching, f"the baseline {self.settings.compare}", "this run", self.RENAMED
         )
         return None if why is None else printable(why)
 
@@ -603,8 +603,9 @@ class RunRecord:
         writers = [(p.name, p.path, p.write) for p in planned(self.settings)]
         if not self.produced:
             writers = [w for w in writers if self._nothing_to_write(w[0], w[1])]
-        if self.settings.get("update_baseline"):
-            compare = self.settings.get("compare")
+        if self.settings.update_baseline:
+            compare = self.settings.compare
+            assert compare is not None  # (update_baseline needs it: refused at the start)
             if interrupted:
                 self.output_errors.append(f"baseline {compare} NOT updated: the run {ended}")
             elif not self.results:

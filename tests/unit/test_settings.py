@@ -1,10 +1,15 @@
+import dataclasses
+import re
+import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import pytest_specdecode
 from pytest_specdecode.errors import ConfigError
 from pytest_specdecode.plugin.marker import resolve
-from pytest_specdecode.settings import GlobalSettings, load_global
+from pytest_specdecode.settings import SETTINGS, GlobalSettings, load_global, parse_keywords
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
 
@@ -25,9 +30,9 @@ def test_precedence_marker_over_cli_over_ini_over_default() -> None:
             "specdecode_speculative_config": '{"method": "ngram", "num_speculative_tokens": 2}',
         },
     )
-    assert s.get("trials") == 4 and s.source("trials") == "--specdecode-trials"
-    assert s.get("target") == "org/ini-target" and s.source("target") == "ini specdecode_target"
-    assert s.get("max_engines") == 2 and s.source("max_engines") == "default"
+    assert s.trials == 4 and s.source("trials") == "--specdecode-trials"
+    assert s.target == "org/ini-target" and s.source("target") == "ini specdecode_target"
+    assert s.max_engines == 2 and s.source("max_engines") == "default"
     spec = resolve("t::a", ("structured",), {"trials": 9, "speculative_config": SPEC}, s)
     assert spec.trials == 9 and spec.sources["trials"] == "marker"
     assert spec.speculative.num_speculative_tokens == 4
@@ -35,6 +40,44 @@ def test_precedence_marker_over_cli_over_ini_over_default() -> None:
     assert spec.trials == 4 and spec.speculative.num_speculative_tokens == 2
     assert spec.baseline.speculative_config is None
     assert spec.baseline.target == spec.speculative.target == "org/ini-target"
+
+
+def test_one_typed_attribute_per_setting_of_its_parsers_type() -> None:
+    """The typed settings hold every entry of SETTINGS, in its order, each of the type its
+    parser returns (``| None`` where the default is None), with the default of the table."""
+    names = [f.name for f in dataclasses.fields(GlobalSettings) if f.name != "sources"]
+    assert names == [s.name for s in SETTINGS]
+    hints = typing.get_type_hints(GlobalSettings)
+    defaults = GlobalSettings.of()
+    for setting in SETTINGS:
+        parsed = typing.get_type_hints(setting.parse)["return"]
+        if setting.default is None:
+            assert hints[setting.name] == parsed | None, setting.name
+        else:
+            assert hints[setting.name] == parsed, setting.name
+            assert isinstance(setting.default, parsed), setting.name
+        assert getattr(defaults, setting.name) == setting.default
+        assert defaults.source(setting.name) == "default"
+
+
+def test_the_settings_are_frozen_and_read_by_attribute() -> None:
+    s = parse_keywords(
+        {"trials": "auto", "speculative_url": "http://h:1/"}, "Bench", ("trials", "speculative_url")
+    )
+    assert s.trials == "auto" and s.source("trials") == "Bench(trials=...)"
+    assert s.served and not GlobalSettings.of().served
+    assert s.get("speculative_url") == s.speculative_url == "http://h:1"  # by name: hooks
+    with pytest.raises(KeyError):
+        s.get("trails")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.trials = 3  # type: ignore[misc]
+    package = Path(pytest_specdecode.__file__).parent
+    by_name = [
+        f"{path.relative_to(package)}: {m.group()}"
+        for path in sorted(package.rglob("*.py"))
+        for m in re.finditer(r"settings\.get\([\"']\w+[\"']\)", path.read_text())
+    ]
+    assert not by_name, "read the attribute instead: " + ", ".join(by_name)
 
 
 def test_engine_kwargs_merge_key_by_key() -> None:
