@@ -58,6 +58,11 @@ def _positive_int(value: Any, source: str) -> int:
 def _trials(value: Any, source: str) -> int | str:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
+    return _trial_count(value, source)
+
+
+def _trial_count(value: Any, source: str) -> int:
+    """A number of paired rounds (a cap: not ``auto``)."""
     number = _positive_int(value, source)
     if number < 2:
         raise ConfigError(
@@ -255,7 +260,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_trials",
         "most paired rounds per run() with --specdecode-trials auto (default 20)",
-        _trials,
+        _trial_count,
         default=20,
     ),
     Setting(
@@ -279,7 +284,7 @@ SETTINGS: tuple[Setting, ...] = (
         "most paired rounds per run() when comparing with a baseline: the run takes the "
         "rounds its baseline planned (two thirds of the saved rounds, at least 20), at most "
         "this many (default 40)",
-        _trials,
+        _trial_count,
         default=40,
     ),
     Setting(
@@ -476,10 +481,10 @@ class GlobalSettings:
     engine_kwargs: dict[str, Any] | None
     category: tuple[str, ...] | None
     trials: int | str
-    max_trials: int | str
+    max_trials: int
     baseline_trials: int | str
     baseline_max_trials: int
-    compare_max_trials: int | str
+    compare_max_trials: int
     precision: float
     report: str | None
     html: str | None

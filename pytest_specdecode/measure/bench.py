@@ -495,7 +495,7 @@ class Bench:
             if trials is None
             else BY_NAME["trials"].parse(trials, "run(trials=...)")
         )
-        most = int(self.settings.max_trials)
+        most = self.settings.max_trials
         stops: list[Callable[[list[float]], bool]] = []
         thresholds: list[float] = []
         if wanted == "auto":

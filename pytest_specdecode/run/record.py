@@ -252,7 +252,7 @@ class RunRecord:
     @property
     def compare_cap(self) -> int:
         """The most rounds a compared run takes, whatever its baseline planned."""
-        return int(self.settings.compare_max_trials)
+        return self.settings.compare_max_trials
 
     def reference(self, nodeid: str, label: str | None) -> tuple[Reference, float] | None:
         """The stored speedup of a result and its relative tolerance, when comparing with a
@@ -268,7 +268,7 @@ class RunRecord:
     def _compared_limit(self, reference: Reference) -> Reference:
         """``reference`` with the most rounds a run compared with it takes: what its baseline
         planned (``max_trials`` for a baseline saved before plans), at most the cap."""
-        planned = reference.compared or int(self.settings.max_trials)
+        planned = reference.compared or self.settings.max_trials
         return replace(reference, compared=min(planned, self.compare_cap))
 
     # -- what the benches make -----------------------------------------------------------------

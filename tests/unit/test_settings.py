@@ -106,6 +106,17 @@ def test_engine_kwargs_merge_key_by_key() -> None:
         ),
         ({"specdecode_speculative_config": "[1]"}, {}, "expected a JSON object"),
         ({"specdecode_timeout": "-3"}, {}, "--specdecode-timeout: expected a positive number"),
+        # caps on rounds are numbers: "auto" is for --specdecode-trials only
+        (
+            {"specdecode_max_trials": "auto"},
+            {},
+            "--specdecode-max-trials: expected a positive integer, got 'auto'",
+        ),
+        (
+            {},
+            {"specdecode_compare_max_trials": "auto"},
+            "ini specdecode_compare_max_trials: expected a positive integer, got 'auto'",
+        ),
     ],
 )
 def test_bad_values_name_their_source(
