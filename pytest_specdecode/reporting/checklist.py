@@ -44,6 +44,7 @@ from ..measure.kschedule import KSchedule, ScheduleCheck
 from ..measure.load import LoadPoint, LoadResult, ms_text, rate_text
 from ..measure.phases import PhaseSummary
 from ..measure.result import Result
+from ..measure.stats import percentile
 from ..measure.sweep import Sweep
 from ..measure.verdict import Verdict, by_interval
 from ..names import display_name
@@ -236,14 +237,7 @@ def spread(values: Iterable[Any]) -> tuple[float, float, float] | None:
     data = sorted(float(v) for v in values if real(v) is not None)
     if not data:
         return None
-
-    def at(q: float) -> float:
-        pos = (len(data) - 1) * q
-        low = int(pos)
-        high = min(low + 1, len(data) - 1)
-        return data[low] + (data[high] - data[low]) * (pos - low)
-
-    return at(0.1), at(0.5), at(0.9)
+    return percentile(data, 10), percentile(data, 50), percentile(data, 90)
 
 
 # --- the questions ---------------------------------------------------------------------------
