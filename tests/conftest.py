@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from pytest_specdecode.engines.launch import START_METHOD_ENV
 from pytest_specdecode.engines.placement import MULTIPROCESSING_ENV
 from pytest_specdecode.engines.pool import STARTS_LOG_ENV
 
@@ -117,6 +118,14 @@ os.environ.setdefault("COLUMNS", "400")
 # also measures a whole suite in that layout; Ctrl-C with them running) start theirs with
 # vLLM's layout: ``vllm_layout()`` in tests/e2e_support.py.
 os.environ.setdefault(MULTIPROCESSING_ENV, "0")
+
+# Such an engine's worker is forked from a fork server that imported torch and vLLM once per
+# process (engines/launch.py, ``auto``: vLLM's own layout still spawns), so a process's later
+# starts skip those imports: the shared suite's four starts took 23-25 s instead of 44-45 s,
+# its whole run 120-125 s instead of 145-155 s (docs/validation.md "Engine start-up"). The
+# default start method (spawn) is what the tests of vLLM's own layout and of the launch itself
+# use (tests/unit/test_launch.py).
+os.environ.setdefault(START_METHOD_ENV, "auto")
 
 # Every engine start of the session, in this process and in every run it starts, is one line
 # in this file (the plugin's PYTEST_SPECDECODE_STARTS_LOG); the count is printed at the end.

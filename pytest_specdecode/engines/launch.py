@@ -53,9 +53,31 @@ PRELOAD = (
 #: Servers kept at once (each holds torch and vLLM imported: a few hundred MB).
 MAX_SERVERS = 2
 
-#: Variables that change from test to test and are read by nobody at import time: a worker
-#: gets their current values from :func:`apply_environment`; they do not pick the server.
-VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+#: Variables that change from test to test, or that a caller's first engine sets, and that
+#: are read by nobody at import time: a worker gets their current values from
+#: :func:`apply_environment`; they do not pick the server. (torch sets
+#: ``TORCHINDUCTOR_CACHE_DIR`` in the environment the first time it asks for inductor's cache
+#: folder, and reads it at each use: keyed on, it made every caller start a second server.)
+VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"})
+
+#: Intel OpenMP's own variable for binding threads to CPUs, and the two standard ones.
+_AFFINITY_VARIABLES = ("KMP_AFFINITY", "OMP_PROC_BIND", "OMP_PLACES")
+
+
+def forked_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a fork server and its workers: ``environ``, with ``KMP_AFFINITY``
+    ``none`` where Intel OpenMP is preloaded and nothing says how to bind its threads. Intel
+    OpenMP's default is ``none``, and a spawned worker keeps its threads unbound; but a worker
+    forked from a server that imported torch came out with each OpenMP thread bound to one CPU
+    (its main thread to CPU 0, the next to CPU 1), and on a busy machine its rounds ran up to
+    three times slower (docs/validation.md "Engine start-up"). Said explicitly, it holds."""
+    env = dict(environ)
+    if "libiomp" in env.get("LD_PRELOAD", "") and not any(
+        env.get(name) for name in _AFFINITY_VARIABLES
+    ):
+        env["KMP_AFFINITY"] = "none"
+    return env
+
 
 _lock = threading.Lock()
 _servers: OrderedDict[tuple[frozenset[tuple[str, str]], tuple[str, ...]], Any] = OrderedDict()
@@ -127,19 +149,22 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _ensure_running(server: Any) -> None:
-    """Start the server if it is not running, importing from the caller's ``sys.path`` (given
-    as its ``PYTHONPATH``: Python 3.11's fork server ignores the path it is sent); a worker
-    gets the caller's path and environment back when it starts."""
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if isinstance(p, str))
+def _ensure_running(server: Any, environ: Mapping[str, str]) -> None:
+    """Start the server if it is not running, in ``environ`` and importing from the caller's
+    ``sys.path`` (given as its ``PYTHONPATH``: Python 3.11's fork server ignores the path it is
+    sent); a worker gets the caller's path and environment back when it starts."""
+    changed = {k: v for k, v in environ.items() if os.environ.get(k) != v}
+    changed["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if isinstance(p, str))
+    saved = {k: os.environ.get(k) for k in changed}
+    os.environ.update(changed)
     try:
         server.ensure_running()
     finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 @contextmanager
@@ -161,13 +186,14 @@ def launch(target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Base
     environ = dict(os.environ)
     method = start_method()
     if method == "forkserver":
+        forked = forked_environment(environ)
         with _lock:
-            server = _server_for(environ)
+            server = _server_for(forked)
             process: BaseProcess = multiprocessing.get_context("forkserver").Process(
-                target=target, args=(*args, environ), name=name, daemon=False
+                target=target, args=(*args, forked), name=name, daemon=False
             )
             try:
-                _ensure_running(server)
+                _ensure_running(server, forked)
                 with _served_by(server):
                     process.start()
                 return process

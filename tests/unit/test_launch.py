@@ -116,6 +116,45 @@ def test_at_most_max_servers_are_kept_and_one_let_go_exits(
     assert not os.path.exists(f"/proc/{seen[0]}")
 
 
+def test_a_cache_folder_torch_sets_in_the_environment_keeps_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch writes TORCHINDUCTOR_CACHE_DIR into the caller's environment at its first use
+    and reads it at each use: no second server for it, the worker still gets it."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    first = _facts()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_somebody")
+    second = _facts()
+    assert second["ppid"] == first["ppid"]
+    assert second["env"]["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/torchinductor_somebody"
+
+
+IOMP = "/opt/intel/lib/libiomp5.so"
+
+
+@pytest.mark.parametrize(
+    ("environ", "affinity"),
+    [
+        ({"LD_PRELOAD": IOMP}, "none"),  # unbound, as a spawned worker's threads are
+        ({"LD_PRELOAD": f"/x/libtcmalloc.so:{IOMP}"}, "none"),
+        ({"LD_PRELOAD": IOMP, "KMP_AFFINITY": "granularity=fine,explicit,proclist=[0]"},
+         "granularity=fine,explicit,proclist=[0]"),  # the in-process engine's binding kept
+        ({"LD_PRELOAD": IOMP, "OMP_PROC_BIND": "true"}, None),  # the user's binding kept
+        ({"LD_PRELOAD": IOMP, "OMP_PLACES": "{0}"}, None),
+        ({"LD_PRELOAD": "/x/libgomp.so.1"}, None),  # only Intel OpenMP binds after a fork
+        ({}, None),
+    ],
+)  # fmt: skip
+def test_a_forked_worker_binds_its_openmp_threads_only_when_told(
+    environ: dict[str, str], affinity: str | None
+) -> None:
+    env = launch_module.forked_environment(environ)
+    assert env.get("KMP_AFFINITY") == affinity
+    assert {k: v for k, v in env.items() if k != "KMP_AFFINITY"} == {
+        k: v for k, v in environ.items() if k != "KMP_AFFINITY"
+    }
+
+
 def test_spawn_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(START_METHOD_ENV, "spawn")
     facts = _facts()
