@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import math
 import types
 import typing
@@ -42,8 +43,11 @@ class Key:
     schema: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     replace: bool = False
     doc: str = ""
-    #: a key of the saved form that the reader does not need (the schema leaves it optional)
+    #: a key of the saved form that the reader does not need (the schema leaves it optional;
+    #: absent, it reads as null)
     optional: bool = False
+    #: the key it follows in the JSON, where that is not the field order
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,16 @@ def if_empty(value: Any, _record: Any) -> bool:
     return not value
 
 
+def if_null(value: Any, _record: Any) -> bool:
+    """Left out where it would be written null (None, NaN)."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def or_else(default: Any) -> Callable[[Any], Any]:
+    """A ``read`` that takes ``default`` for an absent or null key."""
+    return lambda value: default if value is None else value
+
+
 def finite(value: Any) -> Any:
     """JSON has no NaN/inf: write them as null (through dicts, lists and tuples)."""
     if isinstance(value, float):
@@ -121,19 +135,20 @@ def _entries(cls: type) -> tuple[_Entry, ...]:
     if found is not None:
         return found
     hints = typing.get_type_hints(cls)
-    entries = [
-        _Entry(
-            (meta := f.metadata.get("json", Key())).name or f.name, f.name, hints[f.name], meta, f
-        )
-        for f in dataclasses.fields(cls)
-    ]
-    for d in _form(cls).derived:
-        at = (
-            0
-            if d.after is None
-            else 1 + next(i for i, e in enumerate(entries) if e.name == d.after)
-        )
-        entries.insert(at, _Entry(d.key.name or d.attr, d.attr, d.type, d.key, None))
+    entries: list[_Entry] = []
+    placed: list[tuple[str | None, _Entry]] = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get("json", Key())
+        entry = _Entry(meta.name or f.name, f.name, hints[f.name], meta, f)
+        if meta.after is None:
+            entries.append(entry)
+        else:
+            placed.append((meta.after, entry))
+    placed += [(d.after, _Entry(d.key.name or d.attr, d.attr, d.type, d.key, None))
+               for d in _form(cls).derived]  # fmt: skip
+    for after, entry in placed:
+        names = [e.name for e in entries]
+        entries.insert(0 if after is None else 1 + names.index(after), entry)
     _ENTRIES[cls] = tuple(entries)
     return _ENTRIES[cls]
 
@@ -144,6 +159,8 @@ def encode(record: Any) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for entry in _entries(type(record)):
         value = getattr(record, entry.attr)
+        if inspect.ismethod(value):  # a derived key from a method (``summary()``)
+            value = value()
         if entry.key.omit is not None and entry.key.omit(value, record):
             continue
         data[entry.name] = entry.key.write(value) if entry.key.write else plain(value)
@@ -182,7 +199,8 @@ def decode(cls: type[Any], data: Mapping[str, Any]) -> Any:
         if raw is None and has_default and (entry.name not in data or not _admits_none(entry.type)):
             continue
         if entry.name not in data and not has_default and entry.key.read is None:
-            raise KeyError(entry.name)
+            if not entry.key.optional:
+                raise KeyError(entry.name)
         values[f.name] = entry.key.read(raw) if entry.key.read else value_of(entry.type, raw)
     if _form(cls).strict:
         names = {e.name for e in _entries(cls)}
