@@ -48,12 +48,17 @@ class Key:
     optional: bool = False
     #: the key it follows in the JSON, where that is not the field order
     after: str | None = None
+    #: the type as written, where it is not the field's (for the schema and for reading)
+    form: Any = None
+    #: not part of the JSON (neither written nor read)
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
 class Derived:
-    """A key written from a property ``attr`` of the record (its ``type`` for the schema),
-    after the key ``after`` (None: first); read back, it is recomputed."""
+    """A key written from a property or method ``attr`` of the record (dotted: of a field's
+    value), its ``type`` for the schema, after the key ``after`` (None: first); read back, it
+    is recomputed. Its JSON name is the last part of ``attr`` unless ``key`` names it."""
 
     attr: str
     type: Any
@@ -139,15 +144,20 @@ def _entries(cls: type) -> tuple[_Entry, ...]:
     placed: list[tuple[str | None, _Entry]] = []
     for f in dataclasses.fields(cls):
         meta = f.metadata.get("json", Key())
-        entry = _Entry(meta.name or f.name, f.name, hints[f.name], meta, f)
+        if meta.hidden:
+            continue
+        entry = _Entry(meta.name or f.name, f.name, meta.form or hints[f.name], meta, f)
         if meta.after is None:
             entries.append(entry)
         else:
             placed.append((meta.after, entry))
-    placed += [(d.after, _Entry(d.key.name or d.attr, d.attr, d.type, d.key, None))
+    placed += [(d.after, _Entry(d.key.name or d.attr.rpartition(".")[2], d.attr, d.type, d.key,
+                                None))
                for d in _form(cls).derived]  # fmt: skip
-    for after, entry in placed:
+    while placed:  # each after its anchor (which may itself be placed)
         names = [e.name for e in entries]
+        after, entry = next((a, e) for a, e in placed if a is None or a in names)
+        placed.remove((after, entry))
         entries.insert(0 if after is None else 1 + names.index(after), entry)
     _ENTRIES[cls] = tuple(entries)
     return _ENTRIES[cls]
@@ -158,7 +168,9 @@ def encode(record: Any) -> dict[str, Any]:
     """The record as JSON data (plain dicts, lists, finite numbers; derived keys included)."""
     data: dict[str, Any] = {}
     for entry in _entries(type(record)):
-        value = getattr(record, entry.attr)
+        value = record
+        for part in entry.attr.split("."):
+            value = getattr(value, part)
         if inspect.ismethod(value):  # a derived key from a method (``summary()``)
             value = value()
         if entry.key.omit is not None and entry.key.omit(value, record):
