@@ -198,7 +198,7 @@ class Verdict:
             Derived("decision", str, "tolerance", Key(schema={"enum": list(DECISIONS)},
                                                       replace=True)),
         ),
-        required=("change", "decision"),
+        required=("stored", "new", "change", "tolerance", "decision", "rounds"),
     )  # fmt: skip
 
     key: str

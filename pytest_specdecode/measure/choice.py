@@ -97,7 +97,8 @@ class Candidate:
             "acceptance_rate", "mean_acceptance_length", "alpha", "cost_ratio",
             "extra_memory_gib", "verdict", "verdict_reasons",
         ),
-        required=("speedup", "speedup_ci"),
+        required=("speedup", "speedup_ci", "tied"),
+        inline=True,
     )  # fmt: skip
 
     name: str

@@ -61,7 +61,7 @@ _TOP = {
 class PositionTest(Record):
     """One prompt's homogeneity test at one position (``df`` 0: not testable, ignored)."""
 
-    JSON = Form("position_test")
+    JSON = Form("position_test", inline=True)
 
     prompt_index: int = field(metadata=json(schema={"minimum": 0}))
     #: 1-based position in the continuation

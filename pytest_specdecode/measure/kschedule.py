@@ -321,6 +321,8 @@ class ScheduleCheck(Record):
 
     JSON = Form(
         "schedule_check",
+        "Schedule checks (specdecode.check_schedule / Bench.check_schedule): one per check, a "
+        "row per concurrency checked.",
         derived=(Derived("holds", bool, "rows"), Derived("summary", str, "holds")),
     )
 

@@ -79,6 +79,8 @@ class Form:
     schema: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: keys the record does not know are refused (passed on to its constructor), not ignored
     strict: bool = False
+    #: its schema is written where it is used, not as a definition of its own
+    inline: bool = False
 
 
 def json(**options: Any) -> dict[str, Key]:
@@ -269,37 +271,45 @@ class Record:
 
 # -- schema ------------------------------------------------------------------------------
 _NULL = {"type": "null"}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
 
 
 def schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema of record ``cls`` (a reference into ``defs``, where its definition and
     those of the records it holds are added)."""
     form = _form(cls)
+    if form.inline:
+        return _definition(cls, form, defs)
     if form.name not in defs:
         defs[form.name] = {}  # taken before the fields: a record may hold its own kind
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        for entry in _entries(cls):
-            properties[entry.name] = _key_schema(entry, defs)
-            f = entry.field
-            if (
-                f is not None
-                and f.init
-                and f.default is MISSING
-                and f.default_factory is MISSING
-                and not entry.key.optional
-            ) or entry.name in form.required:
-                required.append(entry.name)
-        definition: dict[str, Any] = {}
-        if form.doc:
-            definition["description"] = form.doc
-        definition["type"] = "object"
-        if required:
-            definition["required"] = required
-        definition["properties"] = properties
-        definition.update(form.schema)
-        defs[form.name] = definition
+        defs[form.name] = _definition(cls, form, defs)
     return {"$ref": f"#/$defs/{form.name}"}
+
+
+def _definition(cls: type, form: Form, defs: dict[str, Any]) -> dict[str, Any]:
+    """The schema of the object record ``cls`` writes."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for entry in _entries(cls):
+        properties[entry.name] = _key_schema(entry, defs)
+        f = entry.field
+        if (
+            f is not None
+            and f.init
+            and f.default is MISSING
+            and f.default_factory is MISSING
+            and not entry.key.optional
+        ) or entry.name in form.required:
+            required.append(entry.name)
+    definition: dict[str, Any] = {}
+    if form.doc:
+        definition["description"] = form.doc
+    definition["type"] = "object"
+    if required:
+        definition["required"] = required
+    definition["properties"] = properties
+    definition.update(form.schema)
+    return definition
 
 
 def _key_schema(entry: _Entry, defs: dict[str, Any]) -> dict[str, Any]:
@@ -318,6 +328,9 @@ def type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         kinds = [a for a in typing.get_args(tp) if a is not type(None)]
         inner = type_schema(kinds[0], defs) if len(kinds) == 1 else {}
         if type(None) not in typing.get_args(tp):
+            return inner
+        ref = inner.get("$ref", "").rpartition("/")[2]
+        if ref and "null" in defs.get(ref, {}).get("type", ()):  # the definition takes null
             return inner
         if set(inner) <= {"type", "minimum", "maximum", "exclusiveMinimum", "items",
                           "minItems", "maxItems", "additionalProperties", "prefixItems"} and (
@@ -341,7 +354,8 @@ def type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return {"type": "array", "items": type_schema(args[0], defs)}
-        items = [type_schema(a, defs) for a in args]
+        # an interval's ends may be unknown (NaN, written null)
+        items = [_NUMBER_OR_NULL if a is float else type_schema(a, defs) for a in args]
         if all(i == items[0] for i in items):
             return {"type": "array", "items": items[0], "minItems": len(items),
                     "maxItems": len(items)}  # fmt: skip

@@ -41,7 +41,7 @@ class StepFigures(Record):
         "may be fractional), and mean milliseconds per step by phase (engines.protocol.PHASES); "
         "step_ms is their sum; every *_ms is null for a kind with no steps",
         derived=(Derived("step_ms", float | None, "steps", Key(schema=_MS, replace=True)),),
-        required=("step_ms",),
+        required=("step_ms", *(f"{p}_ms" for p in PHASES)),
     )
 
     steps: float = field(metadata=json(read=lambda v: float(v or 0.0), schema={"minimum": 0}))
@@ -112,7 +112,7 @@ class EngineSteps(Record):
     """One engine's decode and prefill steps, and its rounds' mean wall time (``round_ms``;
     None in reports from before it was kept)."""
 
-    JSON = Form("engine_steps")
+    JSON = Form("engine_steps", inline=True)
 
     decode: StepFigures
     prefill: StepFigures

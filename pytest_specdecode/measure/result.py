@@ -89,7 +89,7 @@ class EngineFigures(Record):
 class Divergence(Record):
     """Where the speculative output first differs from the baseline for one prompt."""
 
-    JSON = Form("divergence", strict=True)
+    JSON = Form("divergence", strict=True, inline=True)
 
     prompt_index: int = field(metadata=json(schema=_AT_LEAST_0))
     token_index: int = field(metadata=json(schema=_AT_LEAST_0))
@@ -211,9 +211,7 @@ class Result(Record):
     )
     #: both engines' step time by phase, the break-even acceptance length and why speculation
     #: pays or not; None when any measured round has no step profile (a served engine)
-    phases: PhaseSummary | None = field(
-        default=None, metadata=json(schema={"$ref": "#/$defs/phases"}, replace=True)
-    )
+    phases: PhaseSummary | None = None
     #: why ``phases`` is None on local engines, in the engines' words (e.g. "phase profile
     #: unavailable: vLLM 0.34 model runner V2 (...) has no sample"); "" where it is not None
     #: or the engine is served. The cost ratio, the break-even and the efficiency go with it.

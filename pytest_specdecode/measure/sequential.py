@@ -149,7 +149,7 @@ def robust_location(values: Sequence[float], scale: float | None = None) -> tupl
 class Session(Record):
     """One saving session's summary of a result: mean and variance of its log ratios."""
 
-    JSON = Form("session")
+    JSON = Form("session", inline=True)
 
     mean: float = field(metadata=json(name="mean_log_ratio", read=float))
     var: float = field(metadata=json(name="var_log_ratio", read=float, schema={"minimum": 0}))

@@ -18,7 +18,7 @@ class SweepPoint(Record):
     """A point of a sweep as a report keeps it: its figures, not its whole result (that is a
     report's result under :meth:`Sweep.point_label`)."""
 
-    JSON = Form("sweep_point")
+    JSON = Form("sweep_point", inline=True)
 
     num_speculative_tokens: int = field(metadata=json(schema={"minimum": 1}))
     concurrency: int = field(metadata=json(schema={"minimum": 1}))
@@ -29,9 +29,7 @@ class SweepPoint(Record):
     acceptance_rate: float = field(
         metadata=json(optional=True, schema={"$ref": "#/$defs/number_or_null"}, replace=True)
     )
-    phases: PhaseSummary | None = field(
-        metadata=json(optional=True, schema={"$ref": "#/$defs/phases"}, replace=True)
-    )
+    phases: PhaseSummary | None = field(metadata=json(optional=True))
 
     @classmethod
     def of(cls, k: int, concurrency: int, result: Result) -> SweepPoint:
@@ -52,6 +50,9 @@ class Sweep:
 
     JSON = Form(
         "sweep",
+        "Sweeps (specdecode.sweep / Bench.sweep): one per test, a point per (k, concurrency), "
+        "with the k schedule the sweep gives.",
+        required=("points",),
         derived=(
             Derived(
                 "best_k", dict[str, int], "points",
