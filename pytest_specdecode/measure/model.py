@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import inspect
 import math
 import types
 import typing
@@ -173,7 +172,7 @@ def encode(record: Any) -> dict[str, Any]:
         value = record
         for part in entry.attr.split("."):
             value = getattr(value, part)
-        if inspect.ismethod(value):  # a derived key from a method (``summary()``)
+        if isinstance(value, types.MethodType):  # a derived key from a method (``summary()``)
             value = value()
         if entry.key.omit is not None and entry.key.omit(value, record):
             continue
