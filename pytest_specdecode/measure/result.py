@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .detectable import Detectable
-from .model import Derived, Form, Key, Record, encode, if_empty, if_none, json
+from .model import Form, Record, encode, if_empty, if_none, json
 from .model import finite as finite  # the one rule, for the modules that ask here
 from .phases import PhaseSummary
 from .stats import percentile
@@ -106,16 +106,7 @@ def _no_gap(_value: Any, result: Result) -> bool:
 class Result(Record):
     """One paired measurement of a baseline and a speculative engine on the same prompts."""
 
-    JSON = Form(
-        "result",
-        derived=(
-            Derived(
-                "accepted_per_draft", float | None, "num_accepted_tokens",
-                Key(doc="accepted draft tokens per drafting step (num_accepted_tokens / "
-                    "num_drafts); null without drafts"),
-            ),
-        ),
-    )  # fmt: skip
+    JSON = Form("result")
 
     nodeid: str = field(metadata=json(schema={"minLength": 1}))
     category: str
@@ -283,11 +274,6 @@ class Result(Record):
                 data[side].pop("token_ids")
                 data[side].pop("texts")
         return data
-
-    @property
-    def accepted_per_draft(self) -> float | None:
-        """Accepted draft tokens per drafting step (None without drafts)."""
-        return self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
 
     @property
     def acceptance_spread(self) -> tuple[float, float, float] | None:

@@ -94,7 +94,6 @@ HEADERS = (
     header("alpha"),
     header("efficiency"),
     header("match_rate"),
-    header("accepted_per_draft"),
     "mode",
     "verdict",
     "result",
@@ -202,7 +201,6 @@ def _cells(entry: ReportEntry) -> list[Cell]:
         _cell(r, "alpha"),
         _cell(r, "efficiency"),
         _cell(r, "match_rate"),
-        _cell(r, "accepted_per_draft"),
         _cache_cell(r, "baseline_prefix_cache_hit_rate"),
         _cache_cell(r, "speculative_prefix_cache_hit_rate"),
         r.mode,
@@ -221,9 +219,9 @@ def _cache_cell(r: Result, name: str) -> str:
 #: Columns shown only when some result fills them: (position in a row, header).
 OPTIONAL = (
     (8, "accept len p10/p50/p90"),
-    (13, header("baseline_prefix_cache_hit_rate")),
-    (14, header("speculative_prefix_cache_hit_rate")),
-    (18, "notes"),
+    (12, header("baseline_prefix_cache_hit_rate")),
+    (13, header("speculative_prefix_cache_hit_rate")),
+    (17, "notes"),
 )
 #: The columns a terminal's summary table keeps however narrow the terminal (by header)...
 NARROW_KEEP = ("test", "method (k)", header("speedup"), "verdict", "result")
@@ -239,7 +237,6 @@ NARROW_ORDER = (
     "mode",
     header("alpha"),
     header("efficiency"),
-    header("accepted_per_draft"),
     "accept len p10/p50/p90",
     header("baseline_prefix_cache_hit_rate"),
     header("speculative_prefix_cache_hit_rate"),

@@ -39,7 +39,7 @@ def test_table_renders_one_row_per_result_outside_pytest() -> None:
     assert "2.00x [2.00-2.00]" in lines[2] and lines[2].rstrip().endswith("pass")
     assert "0.50x" in lines[3] and lines[3].rstrip().endswith("FAIL")
     assert "draft_model (4)" in lines[2]
-    assert len(HEADERS) == 15
+    assert len(HEADERS) == 14
 
 
 def test_markdown_table() -> None:
