@@ -15,7 +15,7 @@ from typing import Any
 
 from ..engines.dynamic_sd import SCHEDULE_KEY, check_schedule, k_at
 from ..errors import ConfigError
-from .model import Derived, Form, Record, if_empty, if_none, json
+from .model import Derived, Form, Key, Record, if_empty, if_none, json
 from .result import Result
 from .stats import ratio_of_intervals
 
@@ -25,6 +25,15 @@ DEFAULT_TOLERANCE = 0.05
 
 def _ci(ci: Sequence[float]) -> tuple[float, float]:
     return (float(ci[0]), float(ci[1]))
+
+
+def label_key(call: str, whose: str, example: str) -> dict[str, Key]:
+    """The JSON options of a sweep's or a schedule check's ``label``: after ``nodeid``, absent
+    when empty."""
+    return json(
+        after="nodeid", omit=if_empty, schema={"minLength": 1},
+        doc=f"{call}(label=...): put before each {whose}'s label ('{example}'); absent without one",
+    )  # fmt: skip
 
 
 _AT_LEAST_1 = {"minimum": 1}
@@ -331,14 +340,7 @@ class ScheduleCheck(Record):
     tolerance: float = field(metadata=json(schema=_TOLERANCE))
     rows: tuple[ScheduleRow, ...] = field(metadata=json(schema={"minItems": 1}))
     #: check_schedule(label=...): "" for none
-    label: str = field(
-        default="",
-        metadata=json(
-            after="nodeid", omit=if_empty, schema={"minLength": 1},
-            doc="check_schedule(label=...): put before each run's label ('long schedule "
-            "c=8'); absent without one",
-        ),
-    )  # fmt: skip
+    label: str = field(default="", metadata=label_key("check_schedule", "run", "long schedule c=8"))
 
     @property
     def holds(self) -> bool:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from .kschedule import DEFAULT_TOLERANCE, KSchedule, check_tolerance, choose_k
-from .model import Derived, Form, Key, Record, encode, finite, if_empty, json
+from .kschedule import DEFAULT_TOLERANCE, KSchedule, check_tolerance, choose_k, label_key
+from .model import Derived, Form, Key, Record, encode, finite, json
 from .phases import PhaseSummary
 from .result import Result, number, summarized
 
@@ -89,14 +89,7 @@ class Sweep:
         ),
     )  # fmt: skip
     base_config: dict[str, Any] = field(default_factory=dict, metadata=json(hidden=True))
-    label: str = field(
-        default="",
-        metadata=json(
-            after="nodeid", omit=if_empty, schema={"minLength": 1},
-            doc="sweep(label=...): put before each point's label ('long k=2 c=8'); absent "
-            "without one",
-        ),
-    )  # fmt: skip
+    label: str = field(default="", metadata=label_key("sweep", "point", "long k=2 c=8"))
 
     @property
     def name(self) -> str:
