@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,10 +70,9 @@ def _figures(*names: str) -> tuple[Derived, ...]:
         "acceptance_rate": _NUMBER_OR_NULL,
         "mean_acceptance_length": _NUMBER_OR_NULL,
     }
-    hints = typing.get_type_hints(Result)
     order = ("name", *names)
     return tuple(
-        Derived(f"result.{n}", hints[n], order[i], keys.get(n) or Key(**_key(Result, n)))
+        Derived(f"result.{n}", None, order[i], keys.get(n) or Key(**_key(Result, n)))
         for i, n in enumerate(names)
     )
 

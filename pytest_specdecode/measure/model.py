@@ -20,66 +20,84 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING
 from typing import Any, ClassVar, Self
 
 #: The JSON Schema draft of the generated schema.
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
-@dataclass(frozen=True)
 class Key:
     """What a field's JSON key needs beyond its type: ``name`` (default: the field's),
     ``omit`` (``(value, record) -> bool``: left out of the JSON), ``write``/``read`` (a
     conversion of its own, replacing the plain one; ``read`` also gets None for an absent key
     of a field without a default), ``schema`` (keywords over the type's, or the whole schema
-    with ``replace``), ``doc`` (its description)."""
+    with ``replace``), ``doc`` (its description), ``optional`` (a key the reader does not
+    need: the schema leaves it optional; absent, it reads as null), ``after`` (the key it
+    follows in the JSON, where that is not the field order), ``form`` (the type as written,
+    where it is not the field's), ``hidden`` (not part of the JSON). A plain class, not a
+    dataclass: the plugin's import makes a few hundred and creates the class once."""
 
-    name: str | None = None
-    omit: Callable[[Any, Any], bool] | None = None
-    write: Callable[[Any], Any] | None = None
-    read: Callable[[Any], Any] | None = None
-    schema: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    replace: bool = False
-    doc: str = ""
-    #: a key of the saved form that the reader does not need (the schema leaves it optional;
-    #: absent, it reads as null)
-    optional: bool = False
-    #: the key it follows in the JSON, where that is not the field order
-    after: str | None = None
-    #: the type as written, where it is not the field's (for the schema and for reading)
-    form: Any = None
-    #: not part of the JSON (neither written nor read)
-    hidden: bool = False
+    __slots__ = ("name", "omit", "write", "read", "schema", "replace", "doc", "optional",
+                 "after", "form", "hidden")  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        omit: Callable[[Any, Any], bool] | None = None,
+        write: Callable[[Any], Any] | None = None,
+        read: Callable[[Any], Any] | None = None,
+        schema: Mapping[str, Any] | None = None,
+        replace: bool = False,
+        doc: str = "",
+        optional: bool = False,
+        after: str | None = None,
+        form: Any = None,
+        hidden: bool = False,
+    ) -> None:
+        self.name, self.omit, self.write, self.read = name, omit, write, read
+        self.schema: Mapping[str, Any] = schema or {}
+        self.replace, self.doc, self.optional = replace, doc, optional
+        self.after, self.form, self.hidden = after, form, hidden
 
 
-@dataclass(frozen=True)
 class Derived:
     """A key written from a property or method ``attr`` of the record (dotted: of a field's
-    value), its ``type`` for the schema, after the key ``after`` (None: first); read back, it
-    is recomputed. Its JSON name is the last part of ``attr`` unless ``key`` names it."""
+    value), its ``type`` for the schema (None: the type of the field ``attr`` names, looked up
+    when the record is first encoded), after the key ``after`` (None: first); read back, it is
+    recomputed. Its JSON name is the last part of ``attr`` unless ``key`` names it."""
 
-    attr: str
-    type: Any
-    after: str | None = None
-    key: Key = Key()
+    __slots__ = ("attr", "type", "after", "key")
+
+    def __init__(self, attr: str, type: Any, after: str | None = None, key: Key | None = None):
+        self.attr, self.type, self.after = attr, type, after
+        self.key = key or Key()
 
 
-@dataclass(frozen=True)
 class Form:
     """A record's JSON form: its schema definition's name and description, the keys written
-    from properties, keys the schema requires although the reader has a default for them, and
-    schema keywords of the whole object."""
+    from properties, keys the schema requires although the reader has a default for them,
+    schema keywords of the whole object, whether keys the record does not know are refused
+    (passed on to its constructor) rather than ignored, and whether its schema is written
+    where it is used (``inline``) rather than as a definition of its own."""
 
-    name: str
-    doc: str = ""
-    derived: tuple[Derived, ...] = ()
-    required: tuple[str, ...] = ()
-    schema: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    #: keys the record does not know are refused (passed on to its constructor), not ignored
-    strict: bool = False
-    #: its schema is written where it is used, not as a definition of its own
-    inline: bool = False
+    __slots__ = ("name", "doc", "derived", "required", "schema", "strict", "inline")
+
+    def __init__(
+        self,
+        name: str,
+        doc: str = "",
+        *,
+        derived: tuple[Derived, ...] = (),
+        required: tuple[str, ...] = (),
+        schema: Mapping[str, Any] | None = None,
+        strict: bool = False,
+        inline: bool = False,
+    ) -> None:
+        self.name, self.doc, self.derived, self.required = name, doc, derived, required
+        self.schema: Mapping[str, Any] = schema or {}
+        self.strict, self.inline = strict, inline
 
 
 def json(**options: Any) -> dict[str, Key]:
@@ -118,13 +136,16 @@ def finite(value: Any) -> Any:
 
 
 # -- the fields of a record --------------------------------------------------------------
-@dataclass(frozen=True)
 class _Entry:
-    name: str  # JSON key
-    attr: str  # attribute of the record
-    type: Any
-    key: Key
-    field: dataclasses.Field[Any] | None  # None: derived
+    """One key of a record's JSON: its name, the record's attribute, its type, its options
+    and its field (None: derived)."""
+
+    __slots__ = ("name", "attr", "type", "key", "field")
+
+    def __init__(
+        self, name: str, attr: str, type: Any, key: Key, field: dataclasses.Field[Any] | None
+    ) -> None:
+        self.name, self.attr, self.type, self.key, self.field = name, attr, type, key, field
 
 
 def _form(cls: type) -> Form:
@@ -152,7 +173,8 @@ def _entries(cls: type) -> tuple[_Entry, ...]:
             entries.append(entry)
         else:
             placed.append((meta.after, entry))
-    placed += [(d.after, _Entry(d.key.name or d.attr.rpartition(".")[2], d.attr, d.type, d.key,
+    placed += [(d.after, _Entry(d.key.name or d.attr.rpartition(".")[2], d.attr,
+                                d.type if d.type is not None else _hint(cls, d.attr), d.key,
                                 None))
                for d in _form(cls).derived]  # fmt: skip
     while placed:  # each after its anchor (which may itself be placed)
@@ -162,6 +184,14 @@ def _entries(cls: type) -> tuple[_Entry, ...]:
         entries.insert(0 if after is None else 1 + names.index(after), entry)
     _ENTRIES[cls] = tuple(entries)
     return _ENTRIES[cls]
+
+
+def _hint(cls: type, attr: str) -> Any:
+    """The type of the (dotted) field ``attr`` of ``cls``."""
+    tp: Any = cls
+    for part in attr.split("."):
+        tp = typing.get_type_hints(tp)[part]
+    return tp
 
 
 # -- encode ------------------------------------------------------------------------------
