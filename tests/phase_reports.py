@@ -112,8 +112,10 @@ def sweep(with_phases: bool = True) -> dict[str, Any]:
 
 
 def report(results: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
-    """A whole report dict around ``results``."""
-    return {"format_version": 1, "results": results, "environment": {}, **more}
+    """A whole report dict around ``results`` (each completed: :func:`complete`, as the
+    schema needs every field a result has no default for)."""
+    whole = [complete(r) for r in results]
+    return {"format_version": 1, "results": whole, "environment": {}, **more}
 
 
 # --- the typed report model (Report.from_dict), which the renderers take -------------------

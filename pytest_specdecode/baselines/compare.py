@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..figure_table import figure as figure_row
 from ..figure_table import finite
 from ..measure.detectable import Detectable, figure_drop, relative_tolerance, speedup_drop
+from ..measure.model import Derived, Form, Key, encode, json
 from ..measure.result import Result
 from ..measure.sequential import Reference, Session, decide
 from ..measure.stats import proportion_less, welch_less
@@ -179,21 +180,51 @@ def samples_of(result: Result, figure: str) -> list[float]:
     return [float(v) for v in (result.samples or {}).get(figure) or []]
 
 
+#: A comparison's decision as a report states it (:attr:`Verdict.decision`).
+DECISIONS = ("regressed", "unchanged", "improved", "inconclusive", "new", "missing")
+
+
 @dataclass
 class Verdict:
-    """The comparison of one figure of one test."""
+    """The comparison of one figure of one test. A report's ``comparisons`` entry
+    (:meth:`to_dict`) is its key, figure, stored and new value, relative change, tolerance
+    (``"5%"``, or an absolute amount), decision, p-value and, for the speedup, the round at
+    which the sequential rule decided (None otherwise)."""
+
+    JSON = Form(
+        "comparison",
+        derived=(
+            Derived("change", float | None, "new"),
+            Derived("decision", str, "tolerance", Key(schema={"enum": list(DECISIONS)},
+                                                      replace=True)),
+        ),
+        required=("stored", "new", "change", "tolerance", "decision", "rounds"),
+    )  # fmt: skip
 
     key: str
-    figure: str
-    status: str  # "regressed", "improved", "unchanged", "new", "missing"
-    old: float | None = None
-    new: float | None = None
-    p_value: float | None = None
-    tolerance: str = ""
-    nodeid: str = ""  # the test the verdict belongs to (routes it to that test's report)
-    rounds: int | None = None  # speedup: the round at which the sequential rule decided
+    figure: str = field(
+        metadata=json(write=lambda f: f or None, schema={"type": ["string", "null"]}, replace=True)
+    )
+    #: "regressed", "improved", "unchanged", "new", "missing"
+    status: str = field(metadata=json(hidden=True))
+    old: float | None = field(default=None, metadata=json(name="stored", after="figure"))
+    new: float | None = field(default=None, metadata=json(after="stored"))
+    p_value: float | None = field(default=None, metadata=json(after="decision"))
+    tolerance: str = field(
+        default="",
+        metadata=json(
+            after="change", write=lambda t: t.partition(":")[2] or None,
+            schema={"type": ["string", "null"]}, replace=True, optional=False,
+        ),
+    )  # fmt: skip
+    #: the test the verdict belongs to (routes it to that test's report)
+    nodeid: str = field(default="", metadata=json(hidden=True))
+    #: speedup: the round at which the sequential rule decided
+    rounds: int | None = None
     #: the smallest drop this comparison could catch with 95% probability (None: not known)
-    detectable: Detectable | None = None
+    detectable: Detectable | None = field(
+        default=None, metadata=json(doc="what this comparison could catch; null where not computed")
+    )
 
     @property
     def change(self) -> float | None:
@@ -217,21 +248,8 @@ class Verdict:
         return "unchanged" if within or self.p_value is not None else "inconclusive"
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``comparisons`` entry: key, figure, stored and new value, relative
-        change, tolerance (``"5%"``, or an absolute amount), decision, p-value and, for the
-        speedup, the round at which the sequential rule decided (None otherwise)."""
-        return {
-            "key": self.key,
-            "figure": self.figure or None,
-            "stored": finite(self.old),
-            "new": finite(self.new),
-            "change": finite(self.change),
-            "tolerance": self.tolerance.partition(":")[2] or None,
-            "decision": self.decision,
-            "p_value": finite(self.p_value),
-            "rounds": self.rounds,
-            "detectable": None if self.detectable is None else self.detectable.to_dict(),
-        }
+        """The report's ``comparisons`` entry (:func:`~..measure.model.encode`)."""
+        return encode(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:

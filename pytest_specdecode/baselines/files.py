@@ -132,7 +132,8 @@ def write(path: str | os.PathLike[str], report: dict[str, Any]) -> None:
 
 @cache
 def results_schema() -> dict[str, Any]:
-    """The JSON Schema of report, saved-run and baseline files."""
+    """The JSON Schema of report, saved-run and baseline files (generated from the report model:
+    :func:`~.report.report_schema`)."""
     text = resources.files("pytest_specdecode").joinpath("schemas/results.schema.json").read_text()
     schema: dict[str, Any] = json.loads(text)
     return schema

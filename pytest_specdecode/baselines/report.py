@@ -1,10 +1,11 @@
 """A JSON report as typed objects, read and checked once: :class:`Report`.
 
 ``Report.from_dict(data, where)`` checks ``data`` (what :func:`~.files.load` checks: finite
-numbers, the format version, the JSON schema; then what the typed objects need, such as every
-field a :class:`~pytest_specdecode.measure.result.Result` has no default for) and builds the
-objects; any problem is a :class:`~pytest_specdecode.errors.ConfigError` naming ``where`` and
-the path of the bad value. ``Report.to_dict()`` gives the dict back: for a report this version
+numbers, the format version, the JSON schema, which :func:`report_schema` generates from the
+records, so it also requires every field a
+:class:`~pytest_specdecode.measure.result.Result` has no default for) and builds the objects;
+any problem is a :class:`~pytest_specdecode.errors.ConfigError` naming ``where`` and the path
+of the bad value. ``Report.to_dict()`` gives the dict back: for a report this version
 wrote (or a saved run, a baseline, a pytest-xdist worker's results), the same dict; for an
 older one, that dict with the keys it lacked filled in.
 
@@ -16,9 +17,9 @@ read.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from functools import cache
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ConfigError
@@ -27,10 +28,10 @@ from ..measure.detectable import Detectable
 from ..measure.equivalence import DistributionCheck
 from ..measure.kschedule import ScheduleCheck
 from ..measure.load import LoadResult
-from ..measure.result import EngineFigures, Outcome, Result
+from ..measure.model import DRAFT, schema, type_schema
+from ..measure.result import Outcome, Result
 from ..measure.sequential import Session
 from ..measure.sweep import Sweep
-from ..measure.verdict import Verdict as WorthIt  # .compare's Verdict is a comparison's
 from .compare import Verdict, result_key
 from .files import FORMAT_VERSION, PRODUCTS, _non_finite_at, _path_text, results_schema
 
@@ -207,8 +208,8 @@ def _each(data: Mapping[str, Any], kind: str, where: str, build: Any) -> tuple[A
 
 def check(data: Any, where: str) -> None:
     """Refuse what is not a report this version can read, naming ``where`` and the path of
-    the bad value: not an object, a NaN or infinite number, another format version, what the
-    JSON schema refuses, or what the typed objects need and the schema leaves open."""
+    the bad value: not an object, a NaN or infinite number, another format version, or what
+    the JSON schema (:func:`report_schema`, from the records) refuses."""
     import jsonschema
 
     if not isinstance(data, Mapping):
@@ -228,140 +229,122 @@ def check(data: Any, where: str) -> None:
             f"{where}: format_version {data.get('format_version')!r} is not supported by this "
             f"pytest-specdecode (reads version {FORMAT_VERSION})"
         )
-    for schema in (results_schema(), typed_schema()):
-        error = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(schema).iter_errors(data)
-        )
-        if error is not None:
-            raise ConfigError(
-                f"{where}: invalid at {_path_text(error.absolute_path)}: {error.message}"
-            )
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(results_schema()).iter_errors(data)
+    )
+    if error is not None:
+        raise ConfigError(f"{where}: invalid at {_path_text(error.absolute_path)}: {error.message}")
 
 
-def _required(cls: type) -> list[str]:
-    """The fields of dataclass ``cls`` without a default."""
-    return [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+#: Definitions the records refer to that are no record's own.
+_SHARED: dict[str, Any] = {
+    "environment": {
+        "description": "What a run was measured on: vLLM, torch, device, model identities (a "
+        "hash of a local model's config and weights).",
+        "type": "object",
+        "properties": {
+            "vllm": {"type": ["string", "null"]},
+            "torch": {"type": ["string", "null"]},
+            "device": {"type": "object"},
+            "models": {"type": "object"},
+        },
+    },
+    "interval": {
+        "description": "95% interval: [low, high]",
+        "type": "array", "items": {"$ref": "#/$defs/number_or_null"}, "minItems": 2,
+        "maxItems": 2,
+    },
+    "number_or_null": {"type": ["number", "null"]},
+    "rate": {
+        "description": 'requests per second; "inf": all at once',
+        "anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"const": "inf"}],
+    },
+    "percentiles": {
+        "description": "seconds at the 50th, 90th and 99th percentile; null when no request had "
+        "the figure",
+        "type": ["object", "null"],
+        "properties": {q: {"type": "number", "minimum": 0} for q in ("50", "90", "99")},
+        "required": ["50", "90", "99"],
+        "additionalProperties": False,
+    },
+}  # fmt: skip
 
-
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
-_INTERVAL = {"type": "array", "items": _NUMBER_OR_NULL, "minItems": 2, "maxItems": 2}
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-#: A verdict as a report writes it: its words, or "" for none
-#: (:class:`~pytest_specdecode.measure.verdict.Verdict`).
-_VERDICT = {"enum": ["", *(str(v) for v in WorthIt)]}
-_TOP = {
-    "$comment": "most frequent tokens and their shares: [token, share] pairs",
-    "type": "array",
-    "items": {
-        "type": "array",
-        "prefixItems": [{"type": "integer"}, {"type": "number"}],
-        "items": False,
-        "minItems": 2,
+#: What a report entry holds besides its result's keys (:class:`ReportEntry`).
+_ENTRY: dict[str, Any] = {
+    "passed": {"type": ["boolean", "null"]},
+    "gate_failures": {"type": "array", "items": {"type": "string"}},
+    "worker": {"type": ["string", "null"]},
+    "environment": {
+        "description": "the environment this result was measured in (each result of a saved "
+        "run or baseline carries one; an entry kept from an earlier run keeps its own); absent: "
+        "the file's top-level environment",
+        "$ref": "#/$defs/environment",
+    },
+    "sessions": {
+        "description": "saving sessions of this result (newest last): mean and variance of the "
+        "log ratios and the rounds; their spread gives the between-session variance",
     },
 }
 
+#: Each list a report holds besides its results: the record of an item, and what it is.
+_LISTS: dict[str, tuple[type, str]] = {
+    "comparisons": (Verdict, "A compared run's verdicts (--specdecode-compare; compare --json): "
+                    "one entry per result key and figure, and one per new or missing result."),
+    "loads": (LoadResult, ""),
+    "sweeps": (Sweep, ""),
+    "schedule_checks": (ScheduleCheck, ""),
+    "rankings": (Ranking, "Draft rankings (specdecode.choose_draft / Bench.choose_draft)."),
+    "distribution_checks": (DistributionCheck, ""),
+}  # fmt: skip
 
-@cache
-def typed_schema() -> dict[str, Any]:
-    """What the typed objects need beyond the JSON schema of report files
-    (:func:`~.files.results_schema`): every field a result and its engines' figures have no
-    default for, typed outcome fields, worth-it verdicts as words (or ""), and the
-    shape of rankings and distribution checks (which that schema leaves open)."""
-    engine = {"type": "object", "required": _required(EngineFigures)}
-    entry = {
-        "type": "object",
-        "required": _required(Result),
-        "properties": {
-            "baseline": engine,
-            "speculative": engine,
-            "divergences": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": [
-                        "prompt_index",
-                        "token_index",
-                        "baseline_token",
-                        "speculative_token",
-                    ],
-                },
-            },  # fmt: skip
-            "label": {"type": "string"},
-            "mode": {"type": "string"},
-            "memory": {"type": "string"},
-            "category": {"type": "string"},
-            "verdict": _VERDICT,
-            "gate_failures": _STRINGS,
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of report, saved-run and baseline files, generated from the records
+    (:mod:`~pytest_specdecode.measure.model`); ``scripts/render_schema.py`` writes it to
+    ``schemas/results.schema.json``, which a test keeps equal to it."""
+    defs: dict[str, Any] = copy.deepcopy(_SHARED)
+    result = schema(Result, defs)
+    defs["result"]["properties"].update(copy.deepcopy(_ENTRY))
+    defs["result"]["properties"]["sessions"].update(type_schema(tuple[Session, ...], defs))
+    properties: dict[str, Any] = {
+        "format_version": {"const": FORMAT_VERSION},
+        "results": {"type": "array", "items": result},
+        "environment": {
+            "description": "The environment of the run that wrote the file (in a saved run or "
+            "baseline, the newest saving run's; each result there carries its own).",
+            "$ref": "#/$defs/environment",
+        },
+        "session": {
+            "type": "object",
+            "properties": {
+                "started": {
+                    "description": "When the session started: ISO 8601 with its UTC offset "
+                    "(reports from before it have none).",
+                    "type": "string",
+                }
+            },
         },
     }
-    candidate = {
-        "type": "object",
-        "required": ["name", "speedup", "speedup_ci", "tied"],
-        "properties": {
-            "name": {"type": "string"},
-            "label": {"type": "string"},
-            "method": {"type": "string"},
-            "draft": {"type": ["string", "null"]},
-            "num_speculative_tokens": {"type": "integer", "minimum": 0},
-            "speedup": _NUMBER_OR_NULL,
-            "speedup_ci": _INTERVAL,
-            "acceptance_rate": _NUMBER_OR_NULL,
-            "mean_acceptance_length": _NUMBER_OR_NULL,
-            "alpha": _NUMBER_OR_NULL,
-            "cost_ratio": _NUMBER_OR_NULL,
-            "extra_memory_gib": _NUMBER_OR_NULL,
-            "verdict": _VERDICT,
-            "verdict_reasons": _STRINGS,
-            "tied": {"type": "boolean"},
-        },
-    }
-    ranking = {
-        "type": "object",
-        "required": ["nodeid", "candidates"],
-        "properties": {
-            "nodeid": {"type": "string", "minLength": 1},
-            "candidates": {"type": "array", "items": candidate},
-            "best": {"type": ["string", "null"]},
-            "tied": _STRINGS,
-            "reason": {"type": "string"},
-        },
-    }
-    position_test = {
-        "type": "object",
-        "required": [
-            "prompt_index", "position", "statistic", "df", "p_value", "top_baseline",
-            "top_speculative",
-        ],
-        "properties": {
-            "prompt_index": {"type": "integer", "minimum": 0},
-            "position": {"type": "integer", "minimum": 1},
-            "statistic": _NUMBER_OR_NULL,
-            "df": {"type": "integer", "minimum": 0},
-            "p_value": _NUMBER_OR_NULL,
-            "top_baseline": _TOP,
-            "top_speculative": _TOP,
-        },
-    }  # fmt: skip
-    distribution_check = {
-        "type": "object",
-        "required": ["nodeid", "temperature", "samples_per_engine", "tokens", "alpha", "tests"],
-        "properties": {
-            "nodeid": {"type": "string"},
-            "temperature": {"type": "number"},
-            "samples_per_engine": {"type": "integer", "minimum": 0},
-            "tokens": {"type": "integer", "minimum": 0},
-            "alpha": {"type": "number"},
-            "tests": {"type": "array", "items": position_test},
-        },
-    }
+    for kind, (record, doc) in _LISTS.items():
+        items = schema(record, defs)
+        properties[kind] = {**({"description": doc} if doc else {}), "type": "array",
+                            "items": items}  # fmt: skip
+    properties["checklist"] = {"type": "array", "items": {"type": "object"}}
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$schema": DRAFT,
+        "$id": "pytest-specdecode/results.schema.json",
+        "title": "pytest-specdecode results (report, saved run and baseline files), format "
+        f"version {FORMAT_VERSION}",
+        "description": "Every number is finite: JSON has no NaN or Infinity, and the reader "
+        "refuses them; a figure that could not be measured is null. Generated from the report "
+        "model (scripts/render_schema.py); do not edit.",
         "type": "object",
-        "properties": {
-            "results": {"type": "array", "items": entry},
-            "session": {"type": "object"},
-            "rankings": {"type": "array", "items": ranking},
-            "distribution_checks": {"type": "array", "items": distribution_check},
-            "checklist": {"type": "array", "items": {"type": "object"}},
-        },
+        "required": ["format_version", "results", "environment"],
+        "properties": properties,
+        "$defs": dict(sorted(defs.items())),
     }
+
+
+def schema_text() -> str:
+    """:func:`report_schema` as ``schemas/results.schema.json`` holds it."""
+    return json.dumps(report_schema(), indent=2, ensure_ascii=False) + "\n"

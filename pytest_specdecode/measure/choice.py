@@ -8,14 +8,16 @@ those whose 95% interval overlaps the fastest one's marked as tied, and the best
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.config import EngineConfig
 from ..errors import ConfigError, GateError
-from .result import Result, finite, number, summarized
+from .model import Derived, Form, Key, encode, finite, json
+from .result import Result, number, summarized
 from .verdict import Verdict, written
 
 CANDIDATES_EXAMPLE = (
@@ -57,13 +59,48 @@ def candidate_configs(
     return configs
 
 
+_NUMBER_OR_NULL = Key(schema={"$ref": "#/$defs/number_or_null"}, replace=True)
+
+
+def _figures(*names: str) -> tuple[Derived, ...]:
+    """The result's figures a ranking keeps of each candidate, each after the one before."""
+    keys = {
+        "speedup": _NUMBER_OR_NULL,
+        "speedup_ci": Key(schema={"$ref": "#/$defs/interval"}, replace=True),
+        "acceptance_rate": _NUMBER_OR_NULL,
+        "mean_acceptance_length": _NUMBER_OR_NULL,
+    }
+    order = ("name", *names)
+    return tuple(
+        Derived(f"result.{n}", None, order[i], keys.get(n) or Key(**_key(Result, n)))
+        for i, n in enumerate(names)
+    )
+
+
+def _key(cls: type, name: str) -> dict[str, Any]:
+    """The JSON options of field ``name`` of ``cls`` (its write, read and schema)."""
+    found = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("json")
+    return {} if found is None else {k: getattr(found, k) for k in ("write", "schema", "replace")}
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One candidate's place in a :class:`Ranking`: its name, its result, and whether its
     speedup's 95% interval overlaps the fastest candidate's (``tied``)."""
 
+    JSON = Form(
+        "candidate",
+        derived=_figures(
+            "label", "method", "draft", "num_speculative_tokens", "speedup", "speedup_ci",
+            "acceptance_rate", "mean_acceptance_length", "alpha", "cost_ratio",
+            "extra_memory_gib", "verdict", "verdict_reasons",
+        ),
+        required=("speedup", "speedup_ci", "tied"),
+        inline=True,
+    )  # fmt: skip
+
     name: str
-    result: Result
+    result: Result = field(metadata=json(hidden=True))
     tied: bool = False
 
     @property
@@ -79,24 +116,9 @@ class Candidate:
         return self.result.verdict
 
     def to_dict(self) -> dict[str, Any]:
-        r = self.result
-        return {
-            "name": self.name,
-            "label": r.label,
-            "method": r.method,
-            "draft": r.draft,
-            "num_speculative_tokens": r.num_speculative_tokens,
-            "speedup": r.speedup,
-            "speedup_ci": list(r.speedup_ci),
-            "acceptance_rate": r.acceptance_rate,
-            "mean_acceptance_length": r.mean_acceptance_length,
-            "alpha": r.alpha,
-            "cost_ratio": r.cost_ratio,
-            "extra_memory_gib": r.extra_memory_gib,
-            "verdict": written(r.verdict),
-            "verdict_reasons": list(r.verdict_reasons),
-            "tied": self.tied,
-        }
+        """Plain JSON values (:func:`~.model.encode`): the name, the result's figures a
+        ranking keeps, and ``tied``."""
+        return encode(self)
 
     @classmethod
     def from_dict(
@@ -150,7 +172,16 @@ class Ranking:
     ``best`` is the fastest candidate whose verdict is "worth it", or None (``reason`` says
     why)."""
 
-    nodeid: str
+    JSON = Form(
+        "ranking",
+        derived=(
+            Derived("best", str | None, "candidates"),
+            Derived("tied", list[str], "best"),
+            Derived("reason", str, "tied"),
+        ),
+    )
+
+    nodeid: str = field(metadata=json(schema={"minLength": 1}))
     candidates: tuple[Candidate, ...]
 
     @classmethod
@@ -248,17 +279,8 @@ class Ranking:
         return f"{self.nodeid}: draft ranking: {ranked}; {choice}"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (non-finite numbers as null)."""
-        data: dict[str, Any] = finite(
-            {
-                "nodeid": self.nodeid,
-                "candidates": [c.to_dict() for c in self.candidates],
-                "best": self.best,
-                "tied": self.tied,
-                "reason": self.reason,
-            }
-        )
-        return data
+        """Plain JSON values (:func:`~.model.encode`)."""
+        return encode(self)
 
     @classmethod
     def from_dict(

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ..tolerances import Tolerance
+from .model import Form, Record, json
 from .sequential import (
     MIN_ROUNDS,
     MOST_DESIGNED,
@@ -76,13 +77,33 @@ _SEED = 20261205
 
 
 @dataclass(frozen=True)
-class Detectable:
+class Detectable(Record):
     """The smallest drop of a figure its rule catches with :data:`POWER` probability
     (``math.inf``: not even the largest searched) and the drop the rule is designed to catch
     (twice the tolerance), both relative for a % tolerance, else absolute."""
 
-    drop: float
-    designed: float
+    JSON = Form(
+        "detectable",
+        "the smallest drop of a figure its regression rule catches with 95% probability "
+        '(drop; "none": not even a 90% drop, or 10 times the designed drop of an absolute '
+        "tolerance), found by simulating the rule on the stored result's own rounds, and the "
+        "drop the rule is designed to catch (designed: twice the tolerance). Both are shares "
+        "of the stored value for a % tolerance (relative true), else absolute amounts. drop "
+        "above designed: the comparison cannot see the drop it is designed to catch",
+        required=("relative",),
+        schema={"additionalProperties": False},
+    )
+
+    #: ``"none"`` in JSON for infinity
+    drop: float = field(
+        metadata=json(
+            write=lambda d: "none" if math.isinf(d) else d,
+            read=lambda v: math.inf if v == "none" else float(v),
+            schema={"oneOf": [{"type": "number", "minimum": 0}, {"const": "none"}]},
+            replace=True,
+        )
+    )
+    designed: float = field(metadata=json(read=float, schema={"minimum": 0}))
     relative: bool = True
 
     @property
@@ -95,20 +116,6 @@ class Detectable:
         if math.isinf(self.drop):
             return f"none up to {MOST_DROP:.0%}" if self.relative else "none up to 10x"
         return f"{self.drop * 100:.1f}%" if self.relative else f"{self.drop:.3g}"
-
-    def to_dict(self) -> dict[str, object]:
-        """``drop`` (``"none"`` for infinity), ``designed``, ``relative``."""
-        drop: object = "none" if math.isinf(self.drop) else self.drop
-        return {"drop": drop, "designed": self.designed, "relative": self.relative}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Detectable:
-        drop = data["drop"]
-        return cls(
-            math.inf if drop == "none" else float(drop),  # type: ignore[arg-type]
-            float(data["designed"]),  # type: ignore[arg-type]
-            bool(data.get("relative", True)),
-        )
 
 
 def compared_rounds(saved: int, cap: int) -> int:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .result import finite, number
+from .model import Derived, Form, Key, Record, json
 from .stats import chi2_sf, homogeneity_test
 
 DEFAULT_SAMPLES = 1600
@@ -43,21 +43,39 @@ class Sampler(Protocol):
     def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]: ...
 
 
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+#: most frequent tokens and their shares: [token, share] pairs
+_TOP = {
+    "description": "most frequent tokens and their shares: [token, share] pairs",
+    "type": "array",
+    "items": {
+        "type": "array",
+        "prefixItems": [{"type": "integer"}, {"type": "number"}],
+        "items": False,
+        "minItems": 2,
+    },
+}
+
+
 @dataclass(frozen=True)
-class PositionTest:
+class PositionTest(Record):
     """One prompt's homogeneity test at one position (``df`` 0: not testable, ignored)."""
 
-    prompt_index: int
-    position: int  # 1-based position in the continuation
-    statistic: float
-    df: int
-    p_value: float
-    top_baseline: list[tuple[int, float]]  # most frequent tokens and their shares
-    top_speculative: list[tuple[int, float]]
+    JSON = Form("position_test", inline=True)
+
+    prompt_index: int = field(metadata=json(schema={"minimum": 0}))
+    #: 1-based position in the continuation
+    position: int = field(metadata=json(schema={"minimum": 1}))
+    statistic: float = field(metadata=json(schema=_NUMBER_OR_NULL))
+    df: int = field(metadata=json(schema={"minimum": 0}))
+    p_value: float = field(metadata=json(schema=_NUMBER_OR_NULL))
+    #: most frequent tokens and their shares
+    top_baseline: list[tuple[int, float]] = field(metadata=json(schema=_TOP, replace=True))
+    top_speculative: list[tuple[int, float]] = field(metadata=json(schema=_TOP, replace=True))
 
 
 @dataclass(frozen=True)
-class PositionSummary:
+class PositionSummary(Record):
     """The per-prompt tests at one position combined: statistics and degrees of freedom summed."""
 
     position: int
@@ -68,13 +86,30 @@ class PositionSummary:
 
 
 @dataclass(frozen=True)
-class DistributionCheck:
+class DistributionCheck(Record):
     """The result of :func:`compare_distributions`."""
+
+    JSON = Form(
+        "distribution_check",
+        "Distribution checks (sample_equivalence): per prompt and position, the homogeneity "
+        "test of both engines' sampled tokens; p_value, passed, rule and positions are "
+        "recomputed from the tests when read",
+        derived=tuple(
+            Derived(name, Any, after, Key(replace=True))
+            for name, after in (
+                ("p_value", "alpha"),
+                ("passed", "p_value"),
+                ("rule", "passed"),
+                ("positions", "rule"),
+            )
+        ),  # fmt: skip
+        required=("tests",),
+    )
 
     nodeid: str
     temperature: float
-    samples_per_engine: int
-    tokens: int
+    samples_per_engine: int = field(metadata=json(schema={"minimum": 0}))
+    tokens: int = field(metadata=json(schema={"minimum": 0}))
     alpha: float
     tests: list[PositionTest] = field(default_factory=list)
 
@@ -129,47 +164,6 @@ class DistributionCheck:
     @property
     def passed(self) -> bool:
         return self.p_value >= self.alpha
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (non-finite numbers as null, pairs as lists)."""
-        data: dict[str, Any] = finite({
-            "nodeid": self.nodeid,
-            "temperature": self.temperature,
-            "samples_per_engine": self.samples_per_engine,
-            "tokens": self.tokens,
-            "alpha": self.alpha,
-            "p_value": self.p_value,
-            "passed": self.passed,
-            "rule": self.rule,
-            "positions": [vars(s) for s in self.positions],
-            "tests": [vars(t) for t in self.tests],
-        })  # fmt: skip
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DistributionCheck:
-        """The check a :meth:`to_dict` describes (the positions, p-value, verdict and rule
-        are recomputed from its tests)."""
-
-        def top(pairs: Any) -> list[tuple[int, float]]:
-            return [(int(token), float(share)) for token, share in pairs]
-
-        tests = [
-            PositionTest(
-                int(t["prompt_index"]),
-                int(t["position"]),
-                number(t["statistic"]),
-                int(t["df"]),
-                number(t["p_value"]),
-                top(t["top_baseline"]),
-                top(t["top_speculative"]),
-            )  # fmt: skip
-            for t in data["tests"]
-        ]
-        return cls(
-            str(data["nodeid"]), float(data["temperature"]), int(data["samples_per_engine"]),
-            int(data["tokens"]), float(data["alpha"]), tests,
-        )  # fmt: skip
 
 
 def _top(counts: Counter[int], n: int) -> list[tuple[int, float]]:

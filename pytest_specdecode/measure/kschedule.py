@@ -10,12 +10,13 @@ engine is within the tolerance of the best fixed k.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.dynamic_sd import SCHEDULE_KEY, check_schedule, k_at
 from ..errors import ConfigError
-from .result import Result, finite, number
+from .model import Derived, Form, Key, Record, if_empty, if_none, json
+from .result import Result
 from .stats import ratio_of_intervals
 
 #: Default tolerance: the smallest k within 5% of the best k's speedup is chosen.
@@ -26,42 +27,43 @@ def _ci(ci: Sequence[float]) -> tuple[float, float]:
     return (float(ci[0]), float(ci[1]))
 
 
+def label_key(call: str, whose: str, example: str) -> dict[str, Key]:
+    """The JSON options of a sweep's or a schedule check's ``label``: after ``nodeid``, absent
+    when empty."""
+    return json(
+        after="nodeid", omit=if_empty, schema={"minLength": 1},
+        doc=f"{call}(label=...): put before each {whose}'s label ('{example}'); absent without one",
+    )  # fmt: skip
+
+
+_AT_LEAST_1 = {"minimum": 1}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_TOLERANCE = {"minimum": 0, "exclusiveMaximum": 1}
+_INTERVAL = {"$ref": "#/$defs/interval"}
+_INTERVAL_OR_NULL = {"anyOf": [_INTERVAL, {"type": "null"}]}
+
+
 @dataclass(frozen=True)
-class KChoice:
+class KChoice(Record):
     """The k chosen at one measured concurrency, the best k there, and why."""
 
-    concurrency: int
-    k: int  # 0: speculation off at this concurrency
-    best_k: int  # the k with the highest measured speedup
-    speedup: float  # the chosen k's (1.0 when k = 0: the target alone)
-    speedup_ci: tuple[float, float]
-    best_speedup: float
-    best_speedup_ci: tuple[float, float]
-    reason: str
+    JSON = Form(
+        "k_choice",
+        "the k chosen at one measured concurrency (0: speculation off; its speedup is then "
+        "1.0, the target alone) and the best k there",
+    )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "k": self.k,
-            "best_k": self.best_k,
-            "speedup": finite(self.speedup),
-            "speedup_ci": [finite(v) for v in self.speedup_ci],
-            "best_speedup": finite(self.best_speedup),
-            "best_speedup_ci": [finite(v) for v in self.best_speedup_ci],
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KChoice:
-        return cls(
-            concurrency=int(data["concurrency"]), k=int(data["k"]), best_k=int(data["best_k"]),
-            speedup=number(data["speedup"]),
-            speedup_ci=(number(data["speedup_ci"][0]), number(data["speedup_ci"][1])),
-            best_speedup=number(data["best_speedup"]),
-            best_speedup_ci=(number(data["best_speedup_ci"][0]),
-                             number(data["best_speedup_ci"][1])),
-            reason=str(data.get("reason", "")),
-        )  # fmt: skip
+    concurrency: int = field(metadata=json(schema=_AT_LEAST_1))
+    #: 0: speculation off at this concurrency
+    k: int = field(metadata=json(schema={"minimum": 0}))
+    #: the k with the highest measured speedup
+    best_k: int = field(metadata=json(schema=_AT_LEAST_1))
+    #: the chosen k's (1.0 when k = 0: the target alone)
+    speedup: float = field(metadata=json(schema=_NUMBER_OR_NULL))
+    speedup_ci: tuple[float, float] = field(metadata=json(schema=_INTERVAL, replace=True))
+    best_speedup: float = field(metadata=json(schema=_NUMBER_OR_NULL))
+    best_speedup_ci: tuple[float, float] = field(metadata=json(schema=_INTERVAL, replace=True))
+    reason: str = field(metadata=json(read=lambda v: str(v or ""), optional=True))
 
 
 def choose_k(concurrency: int, by_k: Mapping[int, Result], tolerance: float) -> KChoice:
@@ -110,15 +112,43 @@ def ranges(choices: Sequence[KChoice]) -> tuple[tuple[int, int, int], ...]:
 
 
 @dataclass(frozen=True)
-class KSchedule:
+class KSchedule(Record):
     """A k per batch-size range, measured by a sweep: vLLM's
     ``num_speculative_tokens_per_batch_size`` (:attr:`speculative_config` is ready to use)."""
 
-    nodeid: str
-    tolerance: float
-    choices: tuple[KChoice, ...]
-    entries: tuple[tuple[int, int, int], ...]  # (start, end, k), inclusive, from batch 1
-    base_config: dict[str, Any]  # the sweep's speculative config, without a schedule
+    JSON = Form(
+        "k_schedule",
+        "KSchedule: which k at which batch size; speculative_config is ready for vllm serve "
+        "--speculative-config or vllm.LLM(speculative_config=...)",
+        derived=(
+            Derived("speculative_config", dict[str, Any], "base_config"),
+            Derived("summary", str, "speculative_config"),
+        ),
+    )
+
+    nodeid: str = field(metadata=json(schema={"minLength": 1}))
+    tolerance: float = field(metadata=json(schema=_TOLERANCE))
+    choices: tuple[KChoice, ...] = field(metadata=json(schema={"minItems": 1}))
+    #: (start, end, k), inclusive, from batch 1
+    entries: tuple[tuple[int, int, int], ...] = field(
+        metadata=json(
+            doc="num_speculative_tokens_per_batch_size: inclusive [start, end, k] batch-size "
+            "ranges from 1, contiguous (k = 0: speculation off)",
+            schema={
+                "type": "array", "minItems": 1,
+                "items": {
+                    "type": "array",
+                    "prefixItems": [{"type": "integer", "minimum": 1},
+                                    {"type": "integer", "minimum": 1},
+                                    {"type": "integer", "minimum": 0}],
+                    "items": False, "minItems": 3,
+                },
+            },
+            replace=True,
+        )
+    )  # fmt: skip
+    #: the sweep's speculative config, without a schedule
+    base_config: dict[str, Any] = field(metadata=json(read=lambda v: dict(v or {}), optional=True))
 
     @classmethod
     def of(
@@ -199,50 +229,57 @@ class KSchedule:
             "last range forward)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid,
-            "tolerance": self.tolerance,
-            "choices": [c.to_dict() for c in self.choices],
-            "entries": [list(e) for e in self.entries],
-            "base_config": dict(self.base_config),
-            "speculative_config": self.speculative_config,
-            "summary": self.summary(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KSchedule:
-        """The schedule a :meth:`to_dict` describes (derived keys are recomputed)."""
-        return cls(
-            nodeid=str(data["nodeid"]),
-            tolerance=float(data["tolerance"]),
-            choices=tuple(KChoice.from_dict(c) for c in data["choices"]),
-            entries=tuple((int(s), int(e), int(k)) for s, e, k in data["entries"]),
-            base_config=dict(data.get("base_config") or {}),
-        )
-
 
 @dataclass(frozen=True)
-class ScheduleRow:
+class ScheduleRow(Record):
     """The scheduled engine and the best fixed k at one concurrency, each against the
     baseline. Where the schedule switches speculation off the scheduled engine is not run
     (it would not draft) and the fixed k's figures are the sweep's."""
 
-    concurrency: int
-    scheduled_k: int
-    fixed_k: int
-    scheduled_speedup: float | None  # None: k = 0 there, not run
-    scheduled_speedup_ci: tuple[float, float] | None
-    fixed_speedup: float | None  # None: not measured (k = 0 past the sweep's concurrencies)
-    fixed_speedup_ci: tuple[float, float] | None
+    JSON = Form(
+        "schedule_row",
+        "the scheduled engine and the best fixed k at one concurrency, each against the "
+        "baseline; scheduled_speedup null: the schedule is off there (not run); fixed_speedup "
+        "null: not measured",
+    )
+
+    concurrency: int = field(metadata=json(schema=_AT_LEAST_1))
+    scheduled_k: int = field(metadata=json(schema={"minimum": 0}))
+    fixed_k: int = field(metadata=json(schema=_AT_LEAST_1))
+    #: None: k = 0 there, not run
+    scheduled_speedup: float | None
+    scheduled_speedup_ci: tuple[float, float] | None = field(
+        metadata=json(optional=True, schema=_INTERVAL_OR_NULL, replace=True)
+    )
+    #: None: not measured (k = 0 past the sweep's concurrencies)
+    fixed_speedup: float | None
+    fixed_speedup_ci: tuple[float, float] | None = field(
+        metadata=json(optional=True, schema=_INTERVAL_OR_NULL, replace=True)
+    )
     holds: bool  # the ratio's interval reaches 1 - tolerance (see :func:`holds`)
     note: str = ""
     #: scheduled speedup / fixed speedup: the 95% Welch interval of their rounds' log ratios;
-    #: None where nothing was compared (the schedule off, or the same engine as the fixed k)
-    ratio_ci: tuple[float, float] | None = None
+    #: None where nothing was compared (the schedule off, or the same engine as the fixed k);
+    #: absent then (and in reports from before it existed)
+    ratio_ci: tuple[float, float] | None = field(
+        default=None,
+        metadata=json(
+            omit=if_none, schema=_INTERVAL_OR_NULL, replace=True,
+            doc="scheduled speedup / fixed speedup: the 95% Welch interval of both runs' "
+            "per-round log ratios; the row fails where its upper end is below 1 - tolerance; "
+            "null where nothing was compared (schedule off, or the same engine)",
+        ),
+    )  # fmt: skip
     #: the scheduled engine is the fixed k's engine (a uniform schedule is the plain fixed k):
     #: one measurement stands for both, nothing is compared
-    same_engine: bool = False
+    same_engine: bool = field(
+        default=False,
+        metadata=json(
+            omit=if_empty,
+            doc="a uniform schedule of the best fixed k is that engine: run once, the row "
+            "holds without a comparison",
+        ),
+    )
 
     def describe(self) -> str:
         """One line: both speedups with their intervals, the ks, and the verdict."""
@@ -270,53 +307,12 @@ class ScheduleRow:
             f"{ratio}: {verdict}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "scheduled_k": self.scheduled_k,
-            "fixed_k": self.fixed_k,
-            "scheduled_speedup": self.scheduled_speedup,
-            "scheduled_speedup_ci": _list(self.scheduled_speedup_ci),
-            "fixed_speedup": self.fixed_speedup,
-            "fixed_speedup_ci": _list(self.fixed_speedup_ci),
-            "holds": self.holds,
-            "note": self.note,
-            # absent where nothing was compared (and in reports from before they existed)
-            **({"ratio_ci": _list(self.ratio_ci)} if self.ratio_ci is not None else {}),
-            **({"same_engine": True} if self.same_engine else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScheduleRow:
-        return cls(
-            concurrency=int(data["concurrency"]), scheduled_k=int(data["scheduled_k"]),
-            fixed_k=int(data["fixed_k"]),
-            scheduled_speedup=_opt(data.get("scheduled_speedup")),
-            scheduled_speedup_ci=_opt_ci(data.get("scheduled_speedup_ci")),
-            fixed_speedup=_opt(data.get("fixed_speedup")),
-            fixed_speedup_ci=_opt_ci(data.get("fixed_speedup_ci")),
-            holds=bool(data["holds"]), note=str(data.get("note", "")),
-            ratio_ci=_opt_ci(data.get("ratio_ci")), same_engine=bool(data.get("same_engine")),
-        )  # fmt: skip
-
 
 def _speedup(value: float | None, ci: tuple[float, float] | None) -> str:
     if value is None:
         return "n/a"
     interval = f" (95% CI {ci[0]:.2f}x-{ci[1]:.2f}x)" if ci is not None else ""
     return f"{value:.2f}x{interval}"
-
-
-def _list(ci: tuple[float, float] | None) -> list[float] | None:
-    return None if ci is None else [ci[0], ci[1]]
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _opt_ci(value: Any) -> tuple[float, float] | None:
-    return None if value is None else (float(value[0]), float(value[1]))
 
 
 def holds(ratio_ci: tuple[float, float], tolerance: float) -> bool:
@@ -328,15 +324,23 @@ def holds(ratio_ci: tuple[float, float], tolerance: float) -> bool:
 
 
 @dataclass(frozen=True)
-class ScheduleCheck:
+class ScheduleCheck(Record):
     """``Bench.check_schedule``: the scheduled engine against the best fixed k per
     concurrency; gate it with :func:`~pytest_specdecode.assert_schedule_holds`."""
 
-    nodeid: str
+    JSON = Form(
+        "schedule_check",
+        "Schedule checks (specdecode.check_schedule / Bench.check_schedule): one per check, a "
+        "row per concurrency checked.",
+        derived=(Derived("holds", bool, "rows"), Derived("summary", str, "holds")),
+    )
+
+    nodeid: str = field(metadata=json(schema={"minLength": 1}))
     schedule: KSchedule
-    tolerance: float
-    rows: tuple[ScheduleRow, ...]
-    label: str = ""  # check_schedule(label=...): "" for none
+    tolerance: float = field(metadata=json(schema=_TOLERANCE))
+    rows: tuple[ScheduleRow, ...] = field(metadata=json(schema={"minItems": 1}))
+    #: check_schedule(label=...): "" for none
+    label: str = field(default="", metadata=label_key("check_schedule", "run", "long schedule c=8"))
 
     @property
     def holds(self) -> bool:
@@ -357,27 +361,6 @@ class ScheduleCheck:
         rows = "; ".join(row.describe() for row in self.rows)
         name = f"{self.nodeid}[{self.label}]" if self.label else self.nodeid
         return f"{name}: schedule {self.schedule.summary()} {verdict}: {rows}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid,
-            **({"label": self.label} if self.label else {}),
-            "schedule": self.schedule.to_dict(),
-            "tolerance": self.tolerance,
-            "rows": [row.to_dict() for row in self.rows],
-            "holds": self.holds,
-            "summary": self.summary(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScheduleCheck:
-        return cls(
-            nodeid=str(data["nodeid"]),
-            schedule=KSchedule.from_dict(data["schedule"]),
-            tolerance=float(data["tolerance"]),
-            rows=tuple(ScheduleRow.from_dict(r) for r in data["rows"]),
-            label=str(data.get("label") or ""),
-        )
 
 
 def check_tolerance(tolerance: Any, call: str = "check_schedule") -> float:

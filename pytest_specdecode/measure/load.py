@@ -18,7 +18,7 @@ from ..engines.methods import draft_model
 from ..engines.protocol import Counters, LoadRound, TimedRequest
 from ..errors import ConfigError
 from .cache import cache_gap
-from .result import finite, number
+from .model import Derived, Form, Key, Record, if_null, json, or_else
 from .stats import percentile, t975
 
 #: The percentiles every latency summary gives.
@@ -246,21 +246,46 @@ def meets(request: TimedRequest, slo: Mapping[str, float]) -> bool:
     return True
 
 
+_PERCENTILES = {"$ref": "#/$defs/percentiles"}
+_AT_LEAST_0 = {"minimum": 0}
+_SHARE = {"minimum": 0, "maximum": 1}
+_RATE = {"$ref": "#/$defs/rate"}
+_RATE_OR_NULL = {"anyOf": [_RATE, {"type": "null"}]}
+
+
 @dataclass(frozen=True)
-class LoadSummary:
+class LoadSummary(Record):
     """One engine at one rate: latency percentiles (seconds), throughput, goodput."""
 
-    requests: int  # requests completed per round
-    ttft: dict[int, float] | None  # from each request's scheduled arrival (what the gates read)
-    tpot: dict[int, float] | None
-    itl: dict[int, float] | None
-    e2e: dict[int, float] | None
-    output_tokens_per_second: float
-    goodput: float | None  # requests per second that met the SLO (None: no SLO)
-    seconds: float  # from the round's start to its last token, mean over rounds
-    lateness_p99: float  # the arrival loop's p99 lateness against the schedule, seconds
+    JSON = Form("load_summary")
+
+    requests: int = field(metadata=json(schema=_AT_LEAST_0))  # requests completed per round
+    #: from each request's scheduled arrival (what the gates read)
+    ttft: dict[int, float] | None = field(metadata=json(schema=_PERCENTILES, replace=True))
+    tpot: dict[int, float] | None = field(metadata=json(schema=_PERCENTILES, replace=True))
+    itl: dict[int, float] | None = field(metadata=json(schema=_PERCENTILES, replace=True))
+    e2e: dict[int, float] | None = field(metadata=json(schema=_PERCENTILES, replace=True))
+    output_tokens_per_second: float = field(metadata=json(schema=_AT_LEAST_0))
+    #: requests per second that met the SLO (None: no SLO)
+    goodput: float | None = field(
+        metadata=json(
+            schema=_AT_LEAST_0, doc="requests per second that met the SLO; null without one"
+        )
+    )
+    #: from the round's start to its last token, mean over rounds
+    seconds: float = field(metadata=json(read=or_else(0.0), optional=True, schema=_AT_LEAST_0))
+    #: the arrival loop's p99 lateness against the schedule, seconds
+    lateness_p99: float = field(metadata=json(read=or_else(0.0), optional=True, schema=_AT_LEAST_0))
     #: TTFT from each request's send, as ``vllm bench serve`` times it (None: not recorded)
-    ttft_sent: dict[int, float] | None = None
+    ttft_sent: dict[int, float] | None = field(
+        default=None,
+        metadata=json(
+            schema=_PERCENTILES, replace=True,
+            doc="seconds from each request's send to its first token, as vllm bench serve "
+            "times TTFT (ttft runs from the scheduled arrival, the send's lateness included, "
+            "and is what SLOs and gates read); absent in reports from before it",
+        ),
+    )  # fmt: skip
 
     @classmethod
     def of(cls, rounds: Sequence[LoadRound], slo: Mapping[str, float]) -> LoadSummary:
@@ -284,32 +309,6 @@ class LoadSummary:
             ttft_sent=percentiles([t for q in reqs if (t := q.ttft_sent) is not None]),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        def form(p: dict[int, float] | None) -> dict[str, float] | None:
-            return None if p is None else {str(q): v for q, v in p.items()}
-
-        return {
-            "requests": self.requests, "ttft": form(self.ttft), "tpot": form(self.tpot),
-            "itl": form(self.itl), "e2e": form(self.e2e),
-            "output_tokens_per_second": self.output_tokens_per_second,
-            "goodput": self.goodput, "seconds": self.seconds, "lateness_p99": self.lateness_p99,
-            "ttft_sent": form(self.ttft_sent),
-        }  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoadSummary:
-        def form(p: Any) -> dict[int, float] | None:
-            return None if p is None else {int(q): float(v) for q, v in p.items()}
-
-        return cls(
-            int(data["requests"]), form(data.get("ttft")), form(data.get("tpot")),
-            form(data.get("itl")), form(data.get("e2e")),
-            float(data["output_tokens_per_second"]),
-            None if data.get("goodput") is None else float(data["goodput"]),
-            float(data.get("seconds") or 0.0), float(data.get("lateness_p99") or 0.0),
-            form(data.get("ttft_sent")),
-        )  # fmt: skip
-
 
 # -- one rate: both sides -------------------------------------------------------------------
 def round_gain(baseline: LoadRound, speculative: LoadRound) -> float:
@@ -323,28 +322,93 @@ def round_gain(baseline: LoadRound, speculative: LoadRound) -> float:
 
 
 @dataclass(frozen=True)
-class LoadPoint:
+class LoadPoint(Record):
     """Both engines at one arrival rate (the same requests at the same arrival times)."""
 
-    rate: float  # requests per second (inf: all at once)
+    JSON = Form(
+        "load_point",
+        derived=(
+            Derived("goodput_ratio", float | None, "tpot_speedup_ci"),
+            Derived("pays", bool, "goodput_ratio"),
+        ),
+        required=("pays",),
+    )
+
+    #: requests per second (inf: all at once)
+    rate: float = field(metadata=json(write=lambda r: _json_rate(r), read=lambda v: _rate(v),
+                                      schema=_RATE, replace=True))  # fmt: skip
     baseline: LoadSummary
     speculative: LoadSummary
-    tpot_speedup: float  # baseline p50 TPOT / speculative p50 TPOT (geometric mean over rounds)
-    tpot_speedup_ci: tuple[float, float]  # 95%, from the rounds' spread (see build_point)
-    acceptance_rate: float  # accepted / draft tokens over this rate's requests
-    mean_acceptance_length: float  # 1 + accepted / drafts
-    first: str = "baseline"  # which engine ran this rate's first round (counterbalanced)
-    round_gains: tuple[float, ...] = ()  # each round's gain, in the order run
+    #: baseline p50 TPOT / speculative p50 TPOT (geometric mean over rounds)
+    tpot_speedup: float = field(
+        metadata=json(
+            schema={"type": ["number", "null"], "exclusiveMinimum": 0},
+            replace=True,
+            doc="baseline p50 TPOT / speculative p50 TPOT",
+        )
+    )
+    #: 95%, from the rounds' spread (see build_point)
+    tpot_speedup_ci: tuple[float, float] = field(
+        metadata=json(doc="95%: t interval over the rounds' log gains")
+    )
+    #: accepted / draft tokens over this rate's requests
+    acceptance_rate: float = field(metadata=json(read=or_else(0.0), optional=True, schema=_SHARE))
+    #: 1 + accepted / drafts
+    mean_acceptance_length: float = field(
+        metadata=json(read=or_else(1.0), optional=True, schema=_AT_LEAST_0)
+    )
+    #: which engine ran this rate's first round (counterbalanced)
+    first: str = field(
+        default="baseline",
+        metadata=json(schema={"enum": ["baseline", "speculative"]}, replace=True),
+    )
+    #: each round's gain, in the order run
+    round_gains: tuple[float, ...] = field(
+        default=(),
+        metadata=json(
+            schema={"items": {"$ref": "#/$defs/number_or_null"}},
+            doc="each round's gain (baseline p50 TPOT / speculative p50 TPOT), in the order run",
+        ),
+    )
     #: requests per second the schedules offered: requests / last arrival, mean over rounds
     #: (the rate asked for, as ``vllm bench serve`` offers it; None: all at once)
-    offered_rate: float | None = None
+    offered_rate: float | None = field(
+        default=None,
+        metadata=json(
+            schema={"exclusiveMinimum": 0},
+            doc="requests per second the schedules offered: requests / last arrival, mean "
+            "over rounds (the rate asked for, as vllm bench serve offers it); null when all "
+            "arrive at once; absent in reports from before it",
+        ),
+    )
     #: each side's prefix-cache hit rate over this rate's rounds (None: nothing looked up),
     #: and the speculative minus the baseline's with its 95% interval over the rounds'
-    #: paired differences (:func:`~.cache.cache_gap`)
-    baseline_prefix_cache_hit_rate: float | None = None
-    speculative_prefix_cache_hit_rate: float | None = None
-    prefix_cache_gap: float | None = None
-    prefix_cache_gap_ci: tuple[float, float] | None = None
+    #: paired differences (:func:`~.cache.cache_gap`); each written where measured
+    baseline_prefix_cache_hit_rate: float | None = field(
+        default=None,
+        metadata=json(
+            omit=if_null, schema=_SHARE,
+            doc="the baseline engine's prefix-cache hit rate over this rate's rounds (cached "
+            "/ looked-up prompt tokens, from its counters); null when none was looked up; "
+            "absent in reports from before it",
+        ),
+    )  # fmt: skip
+    speculative_prefix_cache_hit_rate: float | None = field(
+        default=None,
+        metadata=json(omit=if_null, schema=_SHARE, doc="the same for the speculative engine"),
+    )
+    prefix_cache_gap: float | None = field(
+        default=None,
+        metadata=json(
+            omit=if_null, schema={"$ref": "#/$defs/number_or_null"}, replace=True,
+            doc="speculative minus baseline hit rate: the mean of the rounds' paired "
+            "differences; null with fewer than two rounds",
+        ),
+    )  # fmt: skip
+    prefix_cache_gap_ci: tuple[float, float] | None = field(
+        default=None,
+        metadata=json(omit=if_null, doc="95% t-interval of prefix_cache_gap; null with it"),
+    )
 
     @property
     def pays(self) -> bool:
@@ -361,46 +425,6 @@ class LoadPoint:
         if b == 0:
             return math.inf if s > 0 else 1.0
         return s / b
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values; the prefix cache's figures only where measured (a report from
-        before them reads back as it was)."""
-        data = {
-            "rate": _json_rate(self.rate), "baseline": self.baseline.to_dict(),
-            "speculative": self.speculative.to_dict(),
-            "tpot_speedup": finite(self.tpot_speedup),
-            "tpot_speedup_ci": [finite(v) for v in self.tpot_speedup_ci],
-            "goodput_ratio": finite(self.goodput_ratio), "pays": self.pays,
-            "acceptance_rate": self.acceptance_rate,
-            "mean_acceptance_length": self.mean_acceptance_length, "first": self.first,
-            "round_gains": [finite(g) for g in self.round_gains],
-            "offered_rate": self.offered_rate,
-            "baseline_prefix_cache_hit_rate": self.baseline_prefix_cache_hit_rate,
-            "speculative_prefix_cache_hit_rate": self.speculative_prefix_cache_hit_rate,
-            "prefix_cache_gap": finite(self.prefix_cache_gap),
-            "prefix_cache_gap_ci": (
-                None if self.prefix_cache_gap_ci is None
-                else [finite(v) for v in self.prefix_cache_gap_ci]
-            ),
-        }  # fmt: skip
-        return {k: v for k, v in data.items() if v is not None or k not in _CACHE_KEYS}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoadPoint:
-        low, high = data.get("tpot_speedup_ci") or (None, None)
-        gap_ci = data.get("prefix_cache_gap_ci")
-        return cls(
-            _rate(data["rate"]), LoadSummary.from_dict(data["baseline"]),
-            LoadSummary.from_dict(data["speculative"]), number(data.get("tpot_speedup")),
-            (number(low), number(high)), float(data.get("acceptance_rate") or 0.0),
-            float(data.get("mean_acceptance_length") or 1.0), str(data.get("first") or "baseline"),
-            tuple(number(g) for g in data.get("round_gains") or ()),
-            None if data.get("offered_rate") is None else float(data["offered_rate"]),
-            _optional(data.get("baseline_prefix_cache_hit_rate")),
-            _optional(data.get("speculative_prefix_cache_hit_rate")),
-            _optional(data.get("prefix_cache_gap")),
-            None if gap_ci is None else (number(gap_ci[0]), number(gap_ci[1])),
-        )  # fmt: skip
 
 
 def build_point(
@@ -437,17 +461,6 @@ def build_point(
     )  # fmt: skip
 
 
-#: A load point's prefix-cache keys, written only where measured.
-_CACHE_KEYS = frozenset({
-    "baseline_prefix_cache_hit_rate", "speculative_prefix_cache_hit_rate",
-    "prefix_cache_gap", "prefix_cache_gap_ci",
-})  # fmt: skip
-
-
-def _optional(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def offered_rate(rounds: Sequence[LoadRound]) -> float | None:
     """Requests per second the rounds' schedules offered: each round's requests over its last
     arrival, averaged (None when every request arrived at once)."""
@@ -460,21 +473,67 @@ def offered_rate(rounds: Sequence[LoadRound]) -> float | None:
 
 
 # -- the whole load test --------------------------------------------------------------------
+_TEXT = json(read=lambda v: str(v or ""), optional=True)
+
+
 @dataclass(frozen=True)
-class LoadResult:
+class LoadResult(Record):
     """What :meth:`Bench.load` measured: one :class:`LoadPoint` per rate, ascending."""
 
-    nodeid: str
-    label: str
-    target: str
-    method: str
-    num_speculative_tokens: int
-    max_tokens: int
-    burstiness: float
-    seed: int
-    slo: dict[str, float]
-    points: tuple[LoadPoint, ...]
-    speculative_config: dict[str, Any] = field(default_factory=dict)
+    JSON = Form(
+        "load",
+        "Load tests (specdecode.load / Bench.load): one per test, one point per arrival rate; "
+        'latencies in seconds; a rate of "inf" sent every request at once.',
+        derived=(
+            Derived("kind", str, None, Key(schema={"const": "load"}, replace=True)),
+            Derived("key", str, "label"),
+            Derived(
+                "crossover_rate", float | None, "points",
+                Key(
+                    write=lambda r: _json_rate(r), schema=_RATE_OR_NULL, replace=True,
+                    doc="the lowest rate at which speculation no longer lowers p50 TPOT; null "
+                    "when it pays at every rate",
+                ),
+            ),
+            Derived(
+                "pays_up_to", float | None, "crossover_rate",
+                Key(write=lambda r: _json_rate(r), schema=_RATE_OR_NULL, replace=True),
+            ),
+        ),
+    )  # fmt: skip
+
+    nodeid: str = field(metadata=json(schema={"minLength": 1}))
+    label: str = field(metadata=_TEXT)
+    target: str = field(metadata=_TEXT)
+    method: str = field(metadata=_TEXT)
+    num_speculative_tokens: int = field(
+        metadata=json(read=or_else(0), optional=True, schema={"minimum": 0})
+    )
+    max_tokens: int = field(metadata=json(schema={"minimum": 1}))
+    burstiness: float = field(
+        metadata=json(read=or_else(1.0), optional=True, schema={"exclusiveMinimum": 0})
+    )
+    seed: int = field(metadata=json(read=or_else(0), optional=True))
+    slo: dict[str, float] = field(
+        metadata=json(
+            read=lambda v: {k: float(x) for k, x in (v or {}).items()}, optional=True,
+            schema={
+                "type": "object",
+                "propertyNames": {"enum": ["ttft_ms", "tpot_ms", "e2e_ms"]},
+                "additionalProperties": {"type": "number", "exclusiveMinimum": 0},
+            },
+            replace=True, doc="milliseconds, by the figure they bound",
+        )
+    )  # fmt: skip
+    points: tuple[LoadPoint, ...] = field(metadata=json(schema={"minItems": 1}))
+    speculative_config: dict[str, Any] = field(
+        default_factory=dict, metadata=json(after="num_speculative_tokens")
+    )
+
+    @property
+    def kind(self) -> str:
+        """What the report's entry is (``"load"``)."""
+        return "load"
 
     @property
     def key(self) -> str:
@@ -548,29 +607,6 @@ class LoadResult:
                 f"{rate_text(cross)})"
             )
         return f"speculation pays up to {rate_text(top)}, not at {rate_text(cross)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": "load", "nodeid": self.nodeid, "label": self.label, "key": self.key,
-            "target": self.target, "method": self.method,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "speculative_config": self.speculative_config, "max_tokens": self.max_tokens,
-            "burstiness": self.burstiness, "seed": self.seed, "slo": dict(self.slo),
-            "points": [p.to_dict() for p in self.points],
-            "crossover_rate": _json_rate(self.crossover_rate),
-            "pays_up_to": _json_rate(self.pays_up_to),
-        }  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoadResult:
-        return cls(
-            str(data["nodeid"]), str(data.get("label") or ""), str(data.get("target") or ""),
-            str(data.get("method") or ""), int(data.get("num_speculative_tokens") or 0),
-            int(data["max_tokens"]), float(data.get("burstiness") or 1.0),
-            int(data.get("seed") or 0), {k: float(v) for k, v in (data.get("slo") or {}).items()},
-            tuple(LoadPoint.from_dict(p) for p in data["points"]),
-            dict(data.get("speculative_config") or {}),
-        )  # fmt: skip
 
 
 # -- forms -------------------------------------------------------------------------------------

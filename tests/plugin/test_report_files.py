@@ -316,13 +316,18 @@ def test_update_baseline_keeps_each_entrys_environment(tmp_path: Path) -> None:
 # --- saving into a file: merged, never replaced -------------------------------------------------
 
 
+def _ranking(nodeid: str, n: int) -> dict[str, Any]:
+    """A ranking entry as the schema takes it (no candidates), marked ``n``."""
+    return {"nodeid": nodeid, "candidates": [], "n": n}
+
+
 def test_save_run_replaces_only_the_entries_this_run_produced(tmp_path: Path) -> None:
     path = tmp_path / "saved.json"
     first = report.build([entry("t.py::a"), entry("t.py::b", speedup=1.5)], {"vllm": "1"}, {})
-    first["rankings"] = [{"nodeid": "t.py::s", "n": 1}, {"nodeid": "t.py::a", "n": 1}]
+    first["rankings"] = [_ranking("t.py::s", 1), _ranking("t.py::a", 1)]
     report.save_run(path, first)
     second = report.build([entry("t.py::b", speedup=3.0), entry("t.py::c")], {"vllm": "2"}, {})
-    second["rankings"] = [{"nodeid": "t.py::a", "n": 2}]
+    second["rankings"] = [_ranking("t.py::a", 2)]
     derived: list[list[str]] = []
 
     def derive(data: dict[str, Any]) -> dict[str, Any]:
@@ -337,7 +342,7 @@ def test_save_run_replaces_only_the_entries_this_run_produced(tmp_path: Path) ->
         ("t.py::b", 3.0, {"vllm": "2"}),
         ("t.py::c", 2.0, {"vllm": "2"}),
     ]
-    assert stored["rankings"] == [{"nodeid": "t.py::s", "n": 1}, {"nodeid": "t.py::a", "n": 2}]
+    assert stored["rankings"] == [_ranking("t.py::s", 1), _ranking("t.py::a", 2)]
     assert stored["environment"] == {"vllm": "2"} and stored["checklist"] == []
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
 
+import pytest_specdecode
 from pytest_specdecode.baselines.files import results_schema
 from pytest_specdecode.measure.figures import with_notes, with_theory, with_verdict
 from pytest_specdecode.measure.result import OUTCOME_FIELDS, Outcome, Result, entry
@@ -56,3 +58,13 @@ def test_a_result_cannot_be_changed_after_it_is_built() -> None:
         result.speedup = 9.0  # type: ignore[misc]
     noted = with_notes(result, more="x")
     assert "more" not in result.notes and noted.notes["more"] == "x"
+
+
+def test_the_committed_schema_is_the_one_the_model_generates() -> None:
+    """``schemas/results.schema.json`` is generated from the records
+    (``python scripts/render_schema.py``); editing the model without it fails here."""
+    from pytest_specdecode.baselines.report import report_schema, schema_text
+
+    assert results_schema() == report_schema()
+    path = Path(pytest_specdecode.__file__).parent / "schemas" / "results.schema.json"
+    assert path.read_text() == schema_text(), "run python scripts/render_schema.py"
