@@ -273,7 +273,8 @@ class Ranking:
             )
 
     def summary(self) -> str:
-        """One line: the candidates in order, ties marked, and the choice."""
+        """One line: the candidates in order, ties marked, and the choice; the ranking's only
+        wording (the reports print it too)."""
         ranked = ", ".join(_figure(c) + (" (tied)" if c.tied else "") for c in self.candidates)
         choice = f"best: {self.best}" if self.best is not None else self.reason
         return f"{self.nodeid}: draft ranking: {ranked}; {choice}"
@@ -296,5 +297,10 @@ class Ranking:
 
 
 def _figure(candidate: Candidate) -> str:
+    """``small 1.80x (1.70-1.90x)``; a figure not known (NaN: a report's null) is ``-``."""
     low, high = candidate.speedup_ci
-    return f"{candidate.name} {candidate.speedup:.2f}x ({low:.2f}-{high:.2f}x)"
+    return f"{candidate.name} {_two(candidate.speedup)}x ({_two(low)}-{_two(high)}x)"
+
+
+def _two(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"

@@ -46,7 +46,9 @@ def _best_k(best: dict[int, tuple[int, Result]]) -> dict[str, int]:
 @dataclass
 class Sweep:
     """Results of ``specdecode.sweep``, one per (k, concurrency) point, the speculative
-    config the sweep varied k in (``base_config``) and the sweep's ``label`` (``""``: none)."""
+    config the sweep varied k in (``base_config``) and the sweep's ``label`` (``""``: none).
+    Data only: the reports say it in words
+    (:func:`~pytest_specdecode.reporting.table.sweep_line`)."""
 
     JSON = Form(
         "sweep",
@@ -137,18 +139,6 @@ class Sweep:
             grid.setdefault(c, {})[k] = result
         choices = [choose_k(c, by_k, tolerance) for c, by_k in sorted(grid.items())]
         return KSchedule.of(self.name, choices, self.base_config, tolerance)
-
-    def summary(self) -> str:
-        best = ", ".join(
-            f"c={c}: k={k} ({r.speedup:.2f}x)" for c, (k, r) in sorted(self.best_k().items())
-        )
-        crossover = self.crossover()
-        tail = (
-            f"speedup's interval drops below 1.0 at concurrency {crossover}"
-            if crossover is not None
-            else f"no crossover: speculation still pays at concurrency {max(self.concurrencies)}"
-        )
-        return f"{self.name}: best k per concurrency: {best}; {tail}"
 
     def point_label(self, k: int, concurrency: int) -> str:
         """The label of the point's result (``k=2 c=8``, after the sweep's label)."""

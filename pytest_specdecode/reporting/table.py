@@ -385,23 +385,14 @@ def ranking_rows(ranking: Ranking) -> list[list[str]]:
 
 
 def ranking_line(ranking: Ranking) -> str:
-    """One line: the candidates in order, ties marked, and the choice (as
-    ``Ranking.summary()`` says it)."""
-    figures = []
-    for c in ranking.candidates:
-        low, high = c.speedup_ci
-        figures.append(
-            f"{c.name} {_num(c.speedup, '.2f')}x ({_num(low, '.2f')}-"
-            f"{_num(high, '.2f')}x)" + (" (tied)" if c.tied else "")
-        )
-    best = ranking.best
-    choice = f"best: {best}" if best is not None else (ranking.reason or "no best")
-    return printable(f"{ranking.nodeid}: draft ranking: {', '.join(figures)}; {choice}")
+    """One line: the candidates in order, ties marked, and the choice, as
+    ``Ranking.summary()`` says it (escaped for a terminal)."""
+    return printable(ranking.summary())
 
 
 def sweep_line(sweep: Sweep) -> str:
-    """One line: the best k per concurrency and the crossover (as ``Sweep.summary()`` says
-    it)."""
+    """One line: the best k per concurrency and the crossover (the sweep's only wording; a
+    figure not known, as in a hand-written report, is ``-``)."""
     best = ", ".join(
         f"c={c}: k={k} ({_num(r.speedup, '.2f')}x)" for c, (k, r) in sorted(sweep.best_k().items())
     )

@@ -180,9 +180,20 @@ def test_ranking_line_is_the_rankings_own_summary() -> None:
     read = Ranking.from_dict(json.loads(json.dumps(ranking.to_dict())))
     assert ranking_line(read) == ranking.summary()  # as a report has it
     assert ranking_line(Ranking.of("t", {})) == Ranking.of("t", {}).summary()
+    # a figure a report does not know (null) is "-", in the line and the reason alike
+    unknown = [dict(c, speedup=None, speedup_ci=[None, None], verdict="inconclusive")
+               for c in RANKING["candidates"]]  # fmt: skip
+    said = Ranking.from_dict(dict(RANKING, nodeid="t\x1b", candidates=unknown))
+    assert ranking_line(said) == (
+        "t\\x1b: draft ranking: good -x (---x), ngram -x (---x) (tied); none is worth it: the "
+        "fastest, good -x (---x), is inconclusive"
+    )
+    assert said.summary() == ranking_line(said).replace("\\x1b", "\x1b")
 
 
-def test_sweep_line_is_the_sweeps_own_summary() -> None:
+def test_sweep_line_says_the_best_k_and_the_crossover() -> None:
+    """A sweep is data; its line is the report's only wording of it, the same for a sweep read
+    back from its dict."""
     from types import SimpleNamespace
 
     from pytest_specdecode.measure.sweep import Sweep
@@ -195,12 +206,20 @@ def test_sweep_line_is_the_sweeps_own_summary() -> None:
     sweep = Sweep("t.py::test_s")
     for k, c, s, high in ((1, 1, 1.5, 1.6), (2, 1, 1.8, 1.9), (1, 8, 0.8, 0.9), (2, 8, 0.7, 0.8)):
         sweep.add(k, c, point(s, high))
-    assert sweep_line(sweep) == sweep.summary()
-    assert "at concurrency 8" in sweep.summary()
-    pays = Sweep("t.py::test_s", sweep.points[:2])
-    assert sweep_line(pays) == pays.summary()
-    read = Sweep.from_dict(json.loads(json.dumps(pays.to_dict())))
-    assert sweep_line(read) == pays.summary()  # as a report has it
+    assert sweep_line(sweep) == (
+        "t.py::test_s: best k per concurrency: c=1: k=2 (1.80x), c=8: k=1 (0.80x); "
+        "speedup's interval drops below 1.0 at concurrency 8"
+    )
+    pays = Sweep("t.py::test_s", sweep.points[:2], label="wide")
+    said = (
+        "t.py::test_s[wide]: best k per concurrency: c=1: k=2 (1.80x); no crossover: "
+        "speculation still pays at concurrency 1"
+    )
+    assert sweep_line(pays) == said
+    assert sweep_line(Sweep.from_dict(json.loads(json.dumps(pays.to_dict())))) == said
+    assert sweep_line(Sweep("t.py::test_s")).endswith(
+        "best k per concurrency: ; no crossover: speculation still pays at concurrency -"
+    )
 
 
 def test_distribution_line() -> None:
