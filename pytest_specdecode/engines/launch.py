@@ -1,9 +1,9 @@
 """How engine worker processes are launched: spawned (the default), or, on request, forked
 from a fork server that imported torch and vLLM once, so that a start after a process's first
 skips their imports (``benchmarks/startup.py launch``: an in-process start of the tiny target
-3.8 s instead of 11.1 s). The fork server's own import delays a process's first engines, and
-in this project's real-engine tests, where most processes start one or two, it cost more than
-it saved (docs/validation.md "Engine start-up"): so it is opt-in.
+3.8 s instead of 11.1 s). The fork server's own import delays a process's first engines; it
+is opt-in (docs/validation.md "Engine start-up"), and this project's real-engine tests, which
+run in-process engines, use ``auto``.
 
 One server per launch environment (the caller's environment with the engine's own variables:
 ``LD_PRELOAD`` and whatever torch and vLLM read when imported; and ``sys.path``), so that a
