@@ -16,13 +16,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
 from ..engines.config import EngineConfig, check_on_device, engine_pair, lossy
 from ..engines.dynamic_sd import SCHEDULE_KEY
 from ..engines.methods import draft_model, has_model
-from ..engines.protocol import Counters, EngineBackend, EngineSource
+from ..engines.protocol import Counters, EngineBackend, EngineSource, Sampling
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair, parse_keywords
 from .cache import cache_note, cache_warning
@@ -155,6 +156,18 @@ class _Shared:
 
 
 _shared = _Shared()
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A run's inputs, checked (:meth:`Bench._prepare`)."""
+
+    prompts: list[Any]
+    sampling: Sampling
+    label: str
+    concurrency: int | None
+    #: what the call's own checks gave
+    checked: Any = None
 
 
 class Bench:
@@ -367,13 +380,17 @@ class Bench:
         self._check_device([self.speculative], "conversation")
         answers: list[list[str]] = [[] for _ in convs]
         results: list[Result] = []
+        trials = run_kwargs.pop("trials", None)
         for turn, turn_label in enumerate(labels, start=1):
             prompts = render(
                 model, convs, answers, turn, system=system, tokenize=True,
                 template_kwargs=chat_template_kwargs or {},
             )  # fmt: skip
-            sampling = {k: v for k, v in run_kwargs.items() if k != "trials"}
-            params = self._sampling(prompts, max_tokens, temperature, seed, json_schema, sampling)
+            prep = self._prepare(
+                "run", prompts, turn_label, [self.speculative], run_kwargs,
+                max_tokens=max_tokens, temperature=temperature, concurrency=concurrency,
+                seed=seed, json_schema=json_schema,
+            )  # fmt: skip
             notes: dict[str, Any] = {}
             warmup = 1
             if self.source.max_engines >= 2:
@@ -385,14 +402,10 @@ class Bench:
                 )
                 self._say(f"{turn_label}: sending each conversation's turn once (first send)")
                 with self._spending("warmup_seconds"):
-                    seen = first_send(base, spec, prompts, params, concurrency)
+                    seen = first_send(base, spec, prep.prompts, prep.sampling, concurrency)
                 notes[FIRST_SEND_NOTE] = first_send_note(seen)
                 warmup = 0
-            result = self._run(
-                self.speculative, prompts, max_tokens=max_tokens, temperature=temperature,
-                seed=seed, concurrency=concurrency, json_schema=json_schema, warmup=warmup,
-                label=turn_label, notes=notes, **run_kwargs,
-            )  # fmt: skip
+            result = self._measure(self.speculative, prep, trials, warmup, notes)
             self._origin[turn_label] = f"conversation({_label_arg(label)})"
             results.append(result)
             texts = result.baseline.texts
@@ -419,27 +432,72 @@ class Bench:
         seed: int = 0,
         json_schema: Any = None,
         label: str | None = None,
-        notes: Mapping[str, Any] | None = None,
         **sampling: Any,
     ) -> Result:
         __tracebackhide__ = True
-        prompts = validate_prompts(prompts, "run")
-        check_run_args(max_tokens, temperature, concurrency)
-        label = self._claim_label(label)
-        params = self._sampling(prompts, max_tokens, temperature, seed, json_schema, sampling)
-        self._check_device([speculative], "run")
-        n_trials, stop, thresholds = self._trials(trials, label)
-        raw = run_paired(
-            self.source, self.baseline, speculative, prompts, params, trials=n_trials,
-            warmup=warmup, concurrency=concurrency, timeout=self._timeout,
-            progress=self._say, stop=stop,
+        prep = self._prepare(
+            "run", prompts, label, [speculative], sampling, max_tokens=max_tokens,
+            temperature=temperature, concurrency=concurrency, seed=seed, json_schema=json_schema,
         )  # fmt: skip
-        if not self.engine_info:
-            self.engine_info.update(raw.engine_info)
+        return self._measure(speculative, prep, trials, warmup)
+
+    def _prepare(
+        self,
+        call: str,
+        prompts: Sequence[Any],
+        label: str | None,
+        configs: Sequence[EngineConfig],
+        extra: Mapping[str, Any],
+        *,
+        max_tokens: int,
+        temperature: float,
+        concurrency: int | None = None,
+        seed: int,
+        json_schema: Any = None,
+        checks: Callable[[], Any] = lambda: None,
+    ) -> _Prepared:
+        """What a ``run`` or ``load`` checks before any engine starts, in this order: the
+        prompts, the run's arguments, ``checks`` (the call's own; what they give is kept), the
+        label (:meth:`_claim_label`), ``json_schema``, the prompts' lengths against a local
+        target's context, the device for ``configs``; then every request's :class:`Sampling`
+        (``extra``: the caller's other keywords for ``vllm.SamplingParams``)."""
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, call)
+        check_run_args(max_tokens, temperature, concurrency)
+        checked = checks()
+        label = self._claim_label(label, call=call)
+        structured = structured_outputs(json_schema, len(prompts))
+        if not self.served:
+            check_lengths(prompts, max_tokens, self.baseline, self.name)
+        self._check_device(configs, call)
+        sampling = Sampling.of(
+            max_tokens, temperature, extra, seed=seed, structured_outputs=structured
+        )
+        return _Prepared(prompts, sampling, label, concurrency, checked)
+
+    def _measure(
+        self,
+        speculative: EngineConfig,
+        prep: _Prepared,
+        trials: int | str | None,
+        warmup: int,
+        notes: Mapping[str, Any] | None = None,
+    ) -> Result:
+        """Paired rounds of ``prep`` on the baseline and ``speculative``: the whole result
+        (figures, theory, verdict, notes), stored and handed to the sink."""
+        __tracebackhide__ = True
+        n_trials, stop, thresholds = self._trials(trials, prep.label)
+        raw = run_paired(
+            self.source, self.baseline, speculative, prep.prompts, prep.sampling,
+            trials=n_trials, warmup=warmup, concurrency=prep.concurrency,
+            timeout=self._timeout, progress=self._say, stop=stop,
+        )  # fmt: skip
+        self._seen(raw.engine_info)
         self.time += TimeSpent(warmup_seconds=raw.warmup_seconds, round_seconds=raw.round_seconds)
         result = build_result(
             raw, nodeid=self.name, category=self.category, speculative=speculative,
-            num_prompts=len(prompts), sampling=params, concurrency=concurrency, label=label,
+            num_prompts=len(prep.prompts), sampling=prep.sampling,
+            concurrency=prep.concurrency, label=prep.label,
         )  # fmt: skip
         cost = self._cost_ratio(speculative, result)
         result = with_verdict(with_theory(result, cost), self.gates.get("max_extra_memory_gib"))
@@ -451,27 +509,10 @@ class Bench:
         self._emit(result)
         return result
 
-    def _sampling(
-        self,
-        prompts: Sequence[Any],
-        max_tokens: int,
-        temperature: float,
-        seed: int,
-        json_schema: Any,
-        sampling: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        """A run's sampling parameters (``ignore_eos``: every prompt gets ``max_tokens``),
-        the prompts' lengths checked against a local target's context first."""
-        params: dict[str, Any] = {
-            "temperature": float(temperature), "max_tokens": max_tokens,
-            "ignore_eos": True, "seed": seed, **sampling,
-        }  # fmt: skip
-        structured = structured_outputs(json_schema, len(prompts))
-        if structured is not None:
-            params["structured_outputs"] = structured
-        if not self.served:
-            check_lengths(prompts, max_tokens, self.baseline, self.name)
-        return params
+    def _seen(self, engine_info: Mapping[str, Any]) -> None:
+        """Keep the engines' facts of this Bench's first measurement (:attr:`engine_info`)."""
+        if not self.engine_info:
+            self.engine_info.update(engine_info)
 
     def _emit(self, product: Product) -> None:
         if self._sink is not None:
@@ -709,19 +750,17 @@ class Bench:
         Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
         """
         __tracebackhide__ = True
-        prompts = validate_prompts(prompts, "load")
-        check_run_args(max_tokens, temperature, None)
-        rate_list, checked_slo = check_load_args(
-            rates, requests, duration, burstiness, slo, rounds, seed
-        )
-        self._check_device([self.speculative], "load")
-        label = self._claim_label(label, call="load")
-        params: dict[str, Any] = {
-            "temperature": float(temperature), "max_tokens": max_tokens,
-            "ignore_eos": True, "seed": seed, **sampling,
-        }  # fmt: skip
-        if not self.served:
-            check_lengths(prompts, max_tokens, self.baseline, self.name)
+
+        def checks() -> tuple[list[float], dict[str, float]]:
+            limits = check_load_args(rates, requests, duration, burstiness, slo, rounds, seed)
+            self._check_device([self.speculative], "load")
+            return limits
+
+        prep = self._prepare(
+            "load", prompts, label, (), sampling, max_tokens=max_tokens, temperature=temperature,
+            seed=seed, checks=checks,
+        )  # fmt: skip
+        (rate_list, checked_slo), label = prep.checked, prep.label
         schedules = round_schedules(
             rate_list, requests=requests, duration=duration, burstiness=burstiness, seed=seed,
             rounds=rounds,
@@ -733,11 +772,10 @@ class Bench:
         )
         with self._spending("load_seconds"):
             raw = run_load(
-                self.source, self.baseline, self.speculative, prompts, params, schedules,
-                rounds=rounds, timeout=self._timeout, progress=self._say,
+                self.source, self.baseline, self.speculative, prep.prompts, prep.sampling,
+                schedules, rounds=rounds, timeout=self._timeout, progress=self._say,
             )  # fmt: skip
-        if not self.engine_info:
-            self.engine_info.update(raw.engine_info)
+        self._seen(raw.engine_info)
         if raw.other_requests:
             self._say(
                 f"WARNING: the servers answered {raw.other_requests} requests that were not "

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..engines.protocol import Sampling
 from .result import finite, number
 from .stats import chi2_sf, homogeneity_test
 
@@ -40,7 +41,9 @@ DEFAULT_ALPHA = 0.01
 
 
 class Sampler(Protocol):
-    def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]: ...
+    def sample(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any]
+    ) -> list[list[list[int]]]: ...
 
 
 @dataclass(frozen=True)
@@ -194,13 +197,7 @@ def compare_distributions(
     if temperature <= 0:
         raise ValueError("a distribution test needs temperature > 0; use exact matching at 0")
     per_prompt = max(1, math.ceil(samples / len(prompts)))
-    params = {
-        "temperature": float(temperature),
-        "max_tokens": tokens,
-        "ignore_eos": True,
-        "n": per_prompt,
-        **sampling,
-    }
+    params = Sampling.of(tokens, temperature, sampling, n=per_prompt)
     base = baseline.sample(prompts, params)
     spec = speculative.sample(prompts, params)
     tests = []
