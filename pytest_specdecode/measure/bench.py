@@ -38,9 +38,12 @@ from .equivalence import (
 )
 from .figures import build_result, proposer, with_notes, with_theory, with_verdict
 from .inputs import (
+    check_axes,
     check_lengths,
     check_run_args,
+    check_sampling_temperature,
     cycled,
+    label_prefix,
     structured_outputs,
     validate_prompts,
 )
@@ -356,20 +359,9 @@ class Bench:
             template_model,
         )
 
-        if "warmup" in run_kwargs or "prompts" in run_kwargs:
-            bad = "warmup" if "warmup" in run_kwargs else "prompts"
-            raise ConfigError(
-                f"conversation({bad}=...): "
-                + (
-                    "each turn is sent once, unmeasured, before its rounds (its first sending, "
-                    "whose cache hit rate the result notes); leave warmup out"
-                    if bad == "warmup"
-                    else "the prompts are the conversations' turns; pass conversations="
-                )
-            )
-        convs, n_turns = check_conversations(conversations, turns)
+        convs, n_turns = check_conversations(conversations, turns, run_kwargs)
         check_run_args(max_tokens, temperature, concurrency)
-        prefix = self._prefix("conversation", label)
+        prefix = label_prefix("conversation", label)
         labels = [f"{prefix}turn {t}" for t in range(1, n_turns + 1)]
         self._claim_all(
             "conversation", labels,
@@ -394,12 +386,7 @@ class Bench:
             notes: dict[str, Any] = {}
             warmup = 1
             if self.source.max_engines >= 2:
-                base = self.source.acquire(
-                    self.baseline, keep=[self.speculative], timeout=self._timeout
-                )
-                spec = self.source.acquire(
-                    self.speculative, keep=[self.baseline], timeout=self._timeout
-                )
+                base, spec = self.engine("baseline"), self.engine("speculative")
                 self._say(f"{turn_label}: sending each conversation's turn once (first send)")
                 with self._spending("warmup_seconds"):
                     seen = first_send(base, spec, prep.prompts, prep.sampling, concurrency)
@@ -560,9 +547,7 @@ class Bench:
             return fixed, None, thresholds
         return most, lambda r: all(stop(r) for stop in stops), thresholds
 
-    def _claim_label(
-        self, label: str | None, taken: set[str] | None = None, call: str = "run"
-    ) -> str:
+    def _claim_label(self, label: str | None, call: str = "run") -> str:
         """The key suffix of the next result of ``call`` (``run``, or ``load`` with a key space
         of its own): ``label``, or automatically ``""`` for the first and ``#n`` (the next free
         n) after it. A key this Bench stored already, or that the sink holds from another
@@ -570,7 +555,7 @@ class Bench:
         compared as one."""
         __tracebackhide__ = True
         made: Sequence[Result | LoadResult] = self.loads if call == "load" else self.results
-        taken = {r.label for r in made} if taken is None else taken
+        taken = {r.label for r in made}
         if label is None:
             n = len(made) + 1
             while f"#{n}" in taken:
@@ -582,9 +567,8 @@ class Bench:
             key = f"{self.name}[{label}]" if label else self.name
             raise ConfigError(
                 f"{self.name}: {call}(label={label!r}): this test already stored a "
-                f"{'load' if call == 'load' else 'result'} under the key {key!r}; give each "
-                f'{call}() of a test a distinct label, e.g. {call}(..., label="short") and '
-                f'{call}(..., label="long")'
+                f"{'load' if call == 'load' else 'result'} under the key {key!r}; "
+                + _distinct(call)
             )
         self._claim_all(call, [label], f"or give each {call}() a distinct label")
         return label
@@ -595,11 +579,12 @@ class Bench:
         held = getattr(self._sink, "held", None)
         return set() if held is None else set(held(self.name, call))
 
-    def _claim_all(self, call: str, labels: Sequence[str], fix: str) -> None:
+    def _claim_all(self, call: str, labels: Sequence[str], fix: str | None = None) -> None:
         """Refuse, before any engine starts, a ``call`` whose results would be stored under
         keys this test holds already (two workloads under one key would be merged and
-        compared as one); ``fix`` says what to change."""
+        compared as one); ``fix`` says what to change (default: :func:`_distinct`)."""
         __tracebackhide__ = True
+        fix = fix or _distinct(call)
         own = set() if call == "load" else {r.label for r in self.results}
         held = self._held("load" if call == "load" else "run")
         for name in labels:
@@ -618,19 +603,6 @@ class Bench:
                     "workloads under one key would be saved and compared as one); give each "
                     f'Bench its own name, e.g. record.bench(..., name="ngram"); {fix}'
                 )
-
-    @staticmethod
-    def _prefix(call: str, label: Any) -> str:
-        """``label`` (a non-empty string) and a space, put before each of ``call``'s own
-        labels; ``""`` without one."""
-        if label is None:
-            return ""
-        if not isinstance(label, str) or not label.strip():
-            raise ConfigError(
-                f'{call}(label=...): expected a non-empty string, e.g. label="long", '
-                f"got {label!r:.80}"
-            )
-        return f"{label} "
 
     def _cost_ratio(self, spec: EngineConfig, result: Result) -> float | None:
         """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
@@ -832,18 +804,9 @@ class Bench:
         prompts = validate_prompts(prompts, "sweep")
         ks = list(num_speculative_tokens or [self.speculative.num_speculative_tokens])
         cs = list(concurrency or [len(prompts)])
-        for name, values in (("num_speculative_tokens", ks), ("concurrency", cs)):
-            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
-                                 for v in values):  # fmt: skip
-                raise ConfigError(f"sweep({name}=...): expected positive integers, got {values!r}")
-            if len(set(values)) != len(values):
-                raise ConfigError(f"sweep({name}=...): a value is listed twice in {values!r}")
-        prefix = self._prefix("sweep", label)
-        self._claim_all(
-            "sweep", [f"{prefix}k={k} c={c}" for k in ks for c in cs],
-            'give each sweep() of a test a distinct label, e.g. sweep(..., label="short") and '
-            'sweep(..., label="long")',
-        )  # fmt: skip
+        check_axes("sweep", num_speculative_tokens=ks, concurrency=cs)
+        prefix = label_prefix("sweep", label)
+        self._claim_all("sweep", [f"{prefix}k={k} c={c}" for k in ks for c in cs])
         self._check_device([self.speculative], "sweep")
         # each point runs one fixed k: a batch-size schedule in the config is left out
         base_config = {
@@ -905,7 +868,7 @@ class Bench:
                 f"check_schedule(schedule=...): expected the KSchedule of sweep.schedule(), got "
                 f"{type(schedule).__name__}"
             )
-        prefix = self._prefix("check_schedule", label)
+        prefix = label_prefix("check_schedule", label)
         if self.served:
             raise ConfigError(
                 "check_schedule: needs local engines (it starts an engine with the schedule and "
@@ -921,11 +884,7 @@ class Bench:
         plan = check_plan(schedule, cs)
         self._check_device([scheduled], "check_schedule")
         labels = [name for p in plan for name in p.runs]
-        self._claim_all(
-            "check_schedule", [prefix + name for name in labels],
-            "give each check_schedule() of a test a distinct label, e.g. "
-            'check_schedule(..., label="short") and check_schedule(..., label="long")',
-        )  # fmt: skip
+        self._claim_all("check_schedule", [prefix + name for name in labels])
         self._say(f"checking the schedule {schedule.summary()}")
         measured: dict[str, Result] = {}
 
@@ -1018,15 +977,7 @@ class Bench:
                 f"{self.name}: sample_equivalence() on a speculative engine that is {why}; "
                 "leave the equivalence check out for this config"
             )
-        if (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, int | float)
-            or temperature <= 0
-        ):
-            raise ConfigError(
-                f"sample_equivalence(temperature=...): expected a number > 0, got {temperature!r};"
-                " at temperature 0 use run() and exact matching"
-            )
+        check_sampling_temperature(temperature)
         self._say(
             f"sampling {samples} continuations of {tokens} tokens per engine at temperature "
             f"{temperature:g}"
@@ -1039,6 +990,14 @@ class Bench:
             )  # fmt: skip
         self._emit(check)
         return check
+
+
+def _distinct(call: str) -> str:
+    """What a clash of ``call``'s result keys asks for."""
+    return (
+        f'give each {call}() of a test a distinct label, e.g. {call}(..., label="short") and '
+        f'{call}(..., label="long")'
+    )
 
 
 def _label_arg(label: str | None) -> str:
