@@ -619,7 +619,10 @@ def restarted(where: str, why: str) -> CounterResetError:
 
 @runtime_checkable
 class EngineBackend(Protocol):
-    """One engine, local or served: generate timed rounds, sample, read its counters."""
+    """One engine, local or served: generate timed rounds, sample, read its counters.
+
+    ``sampling`` maps ``vllm.SamplingParams`` keywords to values: a :class:`Sampling` from a
+    ``Bench``, or any mapping (a custom flow's dict)."""
 
     config: EngineConfig
     placement: Placement
