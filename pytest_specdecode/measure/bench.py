@@ -421,6 +421,7 @@ class Bench:
         label: str | None = None,
         **sampling: Any,
     ) -> Result:
+        """:meth:`run` with the speculative engine of ``speculative``."""
         __tracebackhide__ = True
         prep = self._prepare(
             "run", prompts, label, [speculative], sampling, max_tokens=max_tokens,
