@@ -151,10 +151,8 @@ def test_sampling_takes_typed_keywords_from_the_extra_ones() -> None:
     made = Sampling.of(8, 1, {"n": 3, "seed": 7, "structured_outputs": "x", "top_k": 2})
     assert (made.temperature, made.n, made.seed, made.extra) == (1.0, 3, 7, {"top_k": 2})
     assert made.structured_outputs == "x"
-    assert (
-        Sampling.of(8, 0, {"structured_outputs": "x"}, structured_outputs="y")["structured_outputs"]
-        == "y"
-    )
+    both = Sampling.of(8, 0, {"structured_outputs": "x"}, structured_outputs="y")
+    assert both["structured_outputs"] == "y"  # run(json_schema=...) over the keyword
     assert "seed" not in Sampling(max_tokens=2) and Sampling(max_tokens=2).get("n") is None
 
 
