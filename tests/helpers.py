@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from pytest_specdecode.engines.config import EngineConfig
-from pytest_specdecode.engines.protocol import Counters, RequestFigures, Round
+from pytest_specdecode.engines.protocol import Counters, RequestFigures, Round, Sampling
 from pytest_specdecode.measure.figures import build_result
 from pytest_specdecode.measure.paired import PairedRounds
 from pytest_specdecode.measure.result import Result
@@ -46,7 +46,7 @@ def fake_result(
         category="structured",
         speculative=EngineConfig.create("org/target", spec, {}),
         num_prompts=len(base_outputs),
-        sampling={"max_tokens": 3, "temperature": temperature},
+        sampling=Sampling(max_tokens=3, temperature=temperature),
         concurrency=None,
     )
 

@@ -7,8 +7,8 @@ Data crosses as frozen dataclasses of plain values; :class:`EngineBackend` and
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import CounterResetError
@@ -54,6 +54,71 @@ def split_n(sampling: Mapping[str, Any], limit: int = MAX_N_SEQUENCES) -> list[d
         {**sampling, "n": size} | ({"seed": seed + i} if isinstance(seed, int) else {})
         for i, size in enumerate(sizes or [n])
     ]
+
+
+@dataclass(frozen=True, eq=False)
+class Sampling(Mapping[str, Any]):
+    """A request's sampling parameters, as ``vllm.SamplingParams`` takes them: the ones a
+    measurement reads, typed, and ``extra``, the caller's other keywords as given. It is the
+    mapping of those keywords too (:meth:`params`), the form the backends' calls take, which
+    a plain dict also has (``engine.generate_round(prompts, {"max_tokens": 8})``)."""
+
+    max_tokens: int
+    temperature: float = 0.0
+    #: None: no seed sent
+    seed: int | None = None
+    #: every prompt gets ``max_tokens`` tokens
+    ignore_eos: bool = True
+    #: completions per prompt (None: vLLM's one)
+    n: int | None = None
+    #: vLLM's ``structured_outputs``: one for every prompt, or a list, one per prompt
+    structured_outputs: Any = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        max_tokens: int,
+        temperature: float,
+        extra: Mapping[str, Any],
+        *,
+        seed: int | None = None,
+        n: int | None = None,
+        structured_outputs: Any = None,
+    ) -> Sampling:
+        """These parameters with ``ignore_eos``; a typed one in ``extra`` takes the place of
+        its default, and ``structured_outputs`` (not None) that of ``extra``'s."""
+        typed: dict[str, Any] = {"max_tokens": max_tokens, "temperature": float(temperature)}
+        typed |= {"seed": seed, "n": n}
+        typed |= {k: v for k, v in extra.items() if k in _TYPED}
+        if structured_outputs is not None:
+            typed["structured_outputs"] = structured_outputs
+        return cls(**typed, extra={k: v for k, v in extra.items() if k not in _TYPED})
+
+    def params(self) -> dict[str, Any]:
+        """The keywords of ``vllm.SamplingParams`` (a served request's body fields)."""
+        out: dict[str, Any] = {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "ignore_eos": self.ignore_eos,
+        }
+        for key in ("seed", "n", "structured_outputs"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out | dict(self.extra)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.params())
+
+    def __len__(self) -> int:
+        return len(self.params())
+
+
+#: The typed fields of :class:`Sampling`: a keyword of ``extra`` of these names fills one.
+_TYPED = frozenset(f.name for f in fields(Sampling)) - {"extra"}
 
 
 #: vLLM's per-request speculative-decoding metrics (``RequestSpecDecodeMetrics.to_dict()``,
@@ -554,7 +619,10 @@ def restarted(where: str, why: str) -> CounterResetError:
 
 @runtime_checkable
 class EngineBackend(Protocol):
-    """One engine, local or served: generate timed rounds, sample, read its counters."""
+    """One engine, local or served: generate timed rounds, sample, read its counters.
+
+    ``sampling`` maps ``vllm.SamplingParams`` keywords to values: a :class:`Sampling` from a
+    ``Bench``, or any mapping (a custom flow's dict)."""
 
     config: EngineConfig
     placement: Placement

@@ -16,13 +16,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
 from ..engines.config import EngineConfig, check_on_device, engine_pair, lossy
 from ..engines.dynamic_sd import SCHEDULE_KEY
 from ..engines.methods import draft_model, has_model
-from ..engines.protocol import Counters, EngineBackend, EngineSource
+from ..engines.protocol import Counters, EngineBackend, EngineSource, Sampling
 from ..errors import ConfigError
 from ..settings import BY_NAME, GlobalSettings, check_served_pair, parse_keywords
 from .cache import cache_note, cache_warning
@@ -37,9 +38,12 @@ from .equivalence import (
 )
 from .figures import build_result, proposer, with_notes, with_theory, with_verdict
 from .inputs import (
+    check_axes,
     check_lengths,
     check_run_args,
+    check_sampling_temperature,
     cycled,
+    label_prefix,
     structured_outputs,
     validate_prompts,
 )
@@ -155,6 +159,18 @@ class _Shared:
 
 
 _shared = _Shared()
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A run's inputs, checked (:meth:`Bench._prepare`)."""
+
+    prompts: list[Any]
+    sampling: Sampling
+    label: str
+    concurrency: int | None
+    #: what the call's own checks gave
+    checked: Any = None
 
 
 class Bench:
@@ -343,20 +359,9 @@ class Bench:
             template_model,
         )
 
-        if "warmup" in run_kwargs or "prompts" in run_kwargs:
-            bad = "warmup" if "warmup" in run_kwargs else "prompts"
-            raise ConfigError(
-                f"conversation({bad}=...): "
-                + (
-                    "each turn is sent once, unmeasured, before its rounds (its first sending, "
-                    "whose cache hit rate the result notes); leave warmup out"
-                    if bad == "warmup"
-                    else "the prompts are the conversations' turns; pass conversations="
-                )
-            )
-        convs, n_turns = check_conversations(conversations, turns)
+        convs, n_turns = check_conversations(conversations, turns, run_kwargs)
         check_run_args(max_tokens, temperature, concurrency)
-        prefix = self._prefix("conversation", label)
+        prefix = label_prefix("conversation", label)
         labels = [f"{prefix}turn {t}" for t in range(1, n_turns + 1)]
         self._claim_all(
             "conversation", labels,
@@ -367,32 +372,27 @@ class Bench:
         self._check_device([self.speculative], "conversation")
         answers: list[list[str]] = [[] for _ in convs]
         results: list[Result] = []
+        trials = run_kwargs.pop("trials", None)
         for turn, turn_label in enumerate(labels, start=1):
             prompts = render(
                 model, convs, answers, turn, system=system, tokenize=True,
                 template_kwargs=chat_template_kwargs or {},
             )  # fmt: skip
-            sampling = {k: v for k, v in run_kwargs.items() if k != "trials"}
-            params = self._sampling(prompts, max_tokens, temperature, seed, json_schema, sampling)
+            prep = self._prepare(
+                "run", prompts, turn_label, [self.speculative], run_kwargs,
+                max_tokens=max_tokens, temperature=temperature, concurrency=concurrency,
+                seed=seed, json_schema=json_schema,
+            )  # fmt: skip
             notes: dict[str, Any] = {}
             warmup = 1
             if self.source.max_engines >= 2:
-                base = self.source.acquire(
-                    self.baseline, keep=[self.speculative], timeout=self._timeout
-                )
-                spec = self.source.acquire(
-                    self.speculative, keep=[self.baseline], timeout=self._timeout
-                )
+                base, spec = self.engine("baseline"), self.engine("speculative")
                 self._say(f"{turn_label}: sending each conversation's turn once (first send)")
                 with self._spending("warmup_seconds"):
-                    seen = first_send(base, spec, prompts, params, concurrency)
+                    seen = first_send(base, spec, prep.prompts, prep.sampling, concurrency)
                 notes[FIRST_SEND_NOTE] = first_send_note(seen)
                 warmup = 0
-            result = self._run(
-                self.speculative, prompts, max_tokens=max_tokens, temperature=temperature,
-                seed=seed, concurrency=concurrency, json_schema=json_schema, warmup=warmup,
-                label=turn_label, notes=notes, **run_kwargs,
-            )  # fmt: skip
+            result = self._measure(self.speculative, prep, trials, warmup, notes)
             self._origin[turn_label] = f"conversation({_label_arg(label)})"
             results.append(result)
             texts = result.baseline.texts
@@ -419,27 +419,73 @@ class Bench:
         seed: int = 0,
         json_schema: Any = None,
         label: str | None = None,
-        notes: Mapping[str, Any] | None = None,
         **sampling: Any,
     ) -> Result:
+        """:meth:`run` with the speculative engine of ``speculative``."""
         __tracebackhide__ = True
-        prompts = validate_prompts(prompts, "run")
-        check_run_args(max_tokens, temperature, concurrency)
-        label = self._claim_label(label)
-        params = self._sampling(prompts, max_tokens, temperature, seed, json_schema, sampling)
-        self._check_device([speculative], "run")
-        n_trials, stop, thresholds = self._trials(trials, label)
-        raw = run_paired(
-            self.source, self.baseline, speculative, prompts, params, trials=n_trials,
-            warmup=warmup, concurrency=concurrency, timeout=self._timeout,
-            progress=self._say, stop=stop,
+        prep = self._prepare(
+            "run", prompts, label, [speculative], sampling, max_tokens=max_tokens,
+            temperature=temperature, concurrency=concurrency, seed=seed, json_schema=json_schema,
         )  # fmt: skip
-        if not self.engine_info:
-            self.engine_info.update(raw.engine_info)
+        return self._measure(speculative, prep, trials, warmup)
+
+    def _prepare(
+        self,
+        call: str,
+        prompts: Sequence[Any],
+        label: str | None,
+        configs: Sequence[EngineConfig],
+        extra: Mapping[str, Any],
+        *,
+        max_tokens: int,
+        temperature: float,
+        concurrency: int | None = None,
+        seed: int,
+        json_schema: Any = None,
+        checks: Callable[[], Any] = lambda: None,
+    ) -> _Prepared:
+        """What a ``run`` or ``load`` checks before any engine starts, in this order: the
+        prompts, the run's arguments, ``checks`` (the call's own; what they give is kept), the
+        label (:meth:`_claim_label`), ``json_schema``, the prompts' lengths against a local
+        target's context, the device for ``configs``; then every request's :class:`Sampling`
+        (``extra``: the caller's other keywords for ``vllm.SamplingParams``)."""
+        __tracebackhide__ = True
+        prompts = validate_prompts(prompts, call)
+        check_run_args(max_tokens, temperature, concurrency)
+        checked = checks()
+        label = self._claim_label(label, call=call)
+        structured = structured_outputs(json_schema, len(prompts))
+        if not self.served:
+            check_lengths(prompts, max_tokens, self.baseline, self.name)
+        self._check_device(configs, call)
+        sampling = Sampling.of(
+            max_tokens, temperature, extra, seed=seed, structured_outputs=structured
+        )
+        return _Prepared(prompts, sampling, label, concurrency, checked)
+
+    def _measure(
+        self,
+        speculative: EngineConfig,
+        prep: _Prepared,
+        trials: int | str | None,
+        warmup: int,
+        notes: Mapping[str, Any] | None = None,
+    ) -> Result:
+        """Paired rounds of ``prep`` on the baseline and ``speculative``: the whole result
+        (figures, theory, verdict, notes), stored and handed to the sink."""
+        __tracebackhide__ = True
+        n_trials, stop, thresholds = self._trials(trials, prep.label)
+        raw = run_paired(
+            self.source, self.baseline, speculative, prep.prompts, prep.sampling,
+            trials=n_trials, warmup=warmup, concurrency=prep.concurrency,
+            timeout=self._timeout, progress=self._say, stop=stop,
+        )  # fmt: skip
+        self._seen(raw.engine_info)
         self.time += TimeSpent(warmup_seconds=raw.warmup_seconds, round_seconds=raw.round_seconds)
         result = build_result(
             raw, nodeid=self.name, category=self.category, speculative=speculative,
-            num_prompts=len(prompts), sampling=params, concurrency=concurrency, label=label,
+            num_prompts=len(prep.prompts), sampling=prep.sampling,
+            concurrency=prep.concurrency, label=prep.label,
         )  # fmt: skip
         cost = self._cost_ratio(speculative, result)
         result = with_verdict(with_theory(result, cost), self.gates.get("max_extra_memory_gib"))
@@ -451,27 +497,10 @@ class Bench:
         self._emit(result)
         return result
 
-    def _sampling(
-        self,
-        prompts: Sequence[Any],
-        max_tokens: int,
-        temperature: float,
-        seed: int,
-        json_schema: Any,
-        sampling: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        """A run's sampling parameters (``ignore_eos``: every prompt gets ``max_tokens``),
-        the prompts' lengths checked against a local target's context first."""
-        params: dict[str, Any] = {
-            "temperature": float(temperature), "max_tokens": max_tokens,
-            "ignore_eos": True, "seed": seed, **sampling,
-        }  # fmt: skip
-        structured = structured_outputs(json_schema, len(prompts))
-        if structured is not None:
-            params["structured_outputs"] = structured
-        if not self.served:
-            check_lengths(prompts, max_tokens, self.baseline, self.name)
-        return params
+    def _seen(self, engine_info: Mapping[str, Any]) -> None:
+        """Keep the engines' facts of this Bench's first measurement (:attr:`engine_info`)."""
+        if not self.engine_info:
+            self.engine_info.update(engine_info)
 
     def _emit(self, product: Product) -> None:
         if self._sink is not None:
@@ -519,9 +548,7 @@ class Bench:
             return fixed, None, thresholds
         return most, lambda r: all(stop(r) for stop in stops), thresholds
 
-    def _claim_label(
-        self, label: str | None, taken: set[str] | None = None, call: str = "run"
-    ) -> str:
+    def _claim_label(self, label: str | None, call: str = "run") -> str:
         """The key suffix of the next result of ``call`` (``run``, or ``load`` with a key space
         of its own): ``label``, or automatically ``""`` for the first and ``#n`` (the next free
         n) after it. A key this Bench stored already, or that the sink holds from another
@@ -529,7 +556,7 @@ class Bench:
         compared as one."""
         __tracebackhide__ = True
         made: Sequence[Result | LoadResult] = self.loads if call == "load" else self.results
-        taken = {r.label for r in made} if taken is None else taken
+        taken = {r.label for r in made}
         if label is None:
             n = len(made) + 1
             while f"#{n}" in taken:
@@ -541,9 +568,8 @@ class Bench:
             key = f"{self.name}[{label}]" if label else self.name
             raise ConfigError(
                 f"{self.name}: {call}(label={label!r}): this test already stored a "
-                f"{'load' if call == 'load' else 'result'} under the key {key!r}; give each "
-                f'{call}() of a test a distinct label, e.g. {call}(..., label="short") and '
-                f'{call}(..., label="long")'
+                f"{'load' if call == 'load' else 'result'} under the key {key!r}; "
+                + _distinct(call)
             )
         self._claim_all(call, [label], f"or give each {call}() a distinct label")
         return label
@@ -554,11 +580,12 @@ class Bench:
         held = getattr(self._sink, "held", None)
         return set() if held is None else set(held(self.name, call))
 
-    def _claim_all(self, call: str, labels: Sequence[str], fix: str) -> None:
+    def _claim_all(self, call: str, labels: Sequence[str], fix: str | None = None) -> None:
         """Refuse, before any engine starts, a ``call`` whose results would be stored under
         keys this test holds already (two workloads under one key would be merged and
-        compared as one); ``fix`` says what to change."""
+        compared as one); ``fix`` says what to change (default: :func:`_distinct`)."""
         __tracebackhide__ = True
+        fix = fix or _distinct(call)
         own = set() if call == "load" else {r.label for r in self.results}
         held = self._held("load" if call == "load" else "run")
         for name in labels:
@@ -577,19 +604,6 @@ class Bench:
                     "workloads under one key would be saved and compared as one); give each "
                     f'Bench its own name, e.g. record.bench(..., name="ngram"); {fix}'
                 )
-
-    @staticmethod
-    def _prefix(call: str, label: Any) -> str:
-        """``label`` (a non-empty string) and a space, put before each of ``call``'s own
-        labels; ``""`` without one."""
-        if label is None:
-            return ""
-        if not isinstance(label, str) or not label.strip():
-            raise ConfigError(
-                f'{call}(label=...): expected a non-empty string, e.g. label="long", '
-                f"got {label!r:.80}"
-            )
-        return f"{label} "
 
     def _cost_ratio(self, spec: EngineConfig, result: Result) -> float | None:
         """Draft/target step-time ratio: 0 for proposers without a model (n-gram, suffix),
@@ -709,19 +723,17 @@ class Bench:
         Other keywords go to ``vllm.SamplingParams`` as in :meth:`run`.
         """
         __tracebackhide__ = True
-        prompts = validate_prompts(prompts, "load")
-        check_run_args(max_tokens, temperature, None)
-        rate_list, checked_slo = check_load_args(
-            rates, requests, duration, burstiness, slo, rounds, seed
-        )
-        self._check_device([self.speculative], "load")
-        label = self._claim_label(label, call="load")
-        params: dict[str, Any] = {
-            "temperature": float(temperature), "max_tokens": max_tokens,
-            "ignore_eos": True, "seed": seed, **sampling,
-        }  # fmt: skip
-        if not self.served:
-            check_lengths(prompts, max_tokens, self.baseline, self.name)
+
+        def checks() -> tuple[list[float], dict[str, float]]:
+            limits = check_load_args(rates, requests, duration, burstiness, slo, rounds, seed)
+            self._check_device([self.speculative], "load")
+            return limits
+
+        prep = self._prepare(
+            "load", prompts, label, (), sampling, max_tokens=max_tokens, temperature=temperature,
+            seed=seed, checks=checks,
+        )  # fmt: skip
+        (rate_list, checked_slo), label = prep.checked, prep.label
         schedules = round_schedules(
             rate_list, requests=requests, duration=duration, burstiness=burstiness, seed=seed,
             rounds=rounds,
@@ -733,11 +745,10 @@ class Bench:
         )
         with self._spending("load_seconds"):
             raw = run_load(
-                self.source, self.baseline, self.speculative, prompts, params, schedules,
-                rounds=rounds, timeout=self._timeout, progress=self._say,
+                self.source, self.baseline, self.speculative, prep.prompts, prep.sampling,
+                schedules, rounds=rounds, timeout=self._timeout, progress=self._say,
             )  # fmt: skip
-        if not self.engine_info:
-            self.engine_info.update(raw.engine_info)
+        self._seen(raw.engine_info)
         if raw.other_requests:
             self._say(
                 f"WARNING: the servers answered {raw.other_requests} requests that were not "
@@ -794,18 +805,9 @@ class Bench:
         prompts = validate_prompts(prompts, "sweep")
         ks = list(num_speculative_tokens or [self.speculative.num_speculative_tokens])
         cs = list(concurrency or [len(prompts)])
-        for name, values in (("num_speculative_tokens", ks), ("concurrency", cs)):
-            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
-                                 for v in values):  # fmt: skip
-                raise ConfigError(f"sweep({name}=...): expected positive integers, got {values!r}")
-            if len(set(values)) != len(values):
-                raise ConfigError(f"sweep({name}=...): a value is listed twice in {values!r}")
-        prefix = self._prefix("sweep", label)
-        self._claim_all(
-            "sweep", [f"{prefix}k={k} c={c}" for k in ks for c in cs],
-            'give each sweep() of a test a distinct label, e.g. sweep(..., label="short") and '
-            'sweep(..., label="long")',
-        )  # fmt: skip
+        check_axes("sweep", num_speculative_tokens=ks, concurrency=cs)
+        prefix = label_prefix("sweep", label)
+        self._claim_all("sweep", [f"{prefix}k={k} c={c}" for k in ks for c in cs])
         self._check_device([self.speculative], "sweep")
         # each point runs one fixed k: a batch-size schedule in the config is left out
         base_config = {
@@ -867,7 +869,7 @@ class Bench:
                 f"check_schedule(schedule=...): expected the KSchedule of sweep.schedule(), got "
                 f"{type(schedule).__name__}"
             )
-        prefix = self._prefix("check_schedule", label)
+        prefix = label_prefix("check_schedule", label)
         if self.served:
             raise ConfigError(
                 "check_schedule: needs local engines (it starts an engine with the schedule and "
@@ -883,11 +885,7 @@ class Bench:
         plan = check_plan(schedule, cs)
         self._check_device([scheduled], "check_schedule")
         labels = [name for p in plan for name in p.runs]
-        self._claim_all(
-            "check_schedule", [prefix + name for name in labels],
-            "give each check_schedule() of a test a distinct label, e.g. "
-            'check_schedule(..., label="short") and check_schedule(..., label="long")',
-        )  # fmt: skip
+        self._claim_all("check_schedule", [prefix + name for name in labels])
         self._say(f"checking the schedule {schedule.summary()}")
         measured: dict[str, Result] = {}
 
@@ -980,15 +978,7 @@ class Bench:
                 f"{self.name}: sample_equivalence() on a speculative engine that is {why}; "
                 "leave the equivalence check out for this config"
             )
-        if (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, int | float)
-            or temperature <= 0
-        ):
-            raise ConfigError(
-                f"sample_equivalence(temperature=...): expected a number > 0, got {temperature!r};"
-                " at temperature 0 use run() and exact matching"
-            )
+        check_sampling_temperature(temperature)
         self._say(
             f"sampling {samples} continuations of {tokens} tokens per engine at temperature "
             f"{temperature:g}"
@@ -1001,6 +991,14 @@ class Bench:
             )  # fmt: skip
         self._emit(check)
         return check
+
+
+def _distinct(call: str) -> str:
+    """What a clash of ``call``'s result keys asks for."""
+    return (
+        f'give each {call}() of a test a distinct label, e.g. {call}(..., label="short") and '
+        f'{call}(..., label="long")'
+    )
 
 
 def _label_arg(label: str | None) -> str:

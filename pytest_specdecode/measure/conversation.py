@@ -11,7 +11,7 @@ speculation is lossless: the match rate says so).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..engines.config import EngineConfig
@@ -26,10 +26,20 @@ from .warmup import warm_up
 FIRST_SEND_NOTE = "first-send cache hit"
 
 
-def check_conversations(conversations: Any, turns: Any) -> tuple[list[tuple[str, ...]], int]:
+def check_conversations(
+    conversations: Any, turns: Any, run_kwargs: Collection[str] = ()
+) -> tuple[list[tuple[str, ...]], int]:
     """The conversations as tuples of user messages, and the turns to run (``turns``, or
     every conversation's turns when they all have as many); errors name the conversation and
-    the fix."""
+    the fix. ``run_kwargs``: the other keywords, which may not hold ``warmup`` or
+    ``prompts``."""
+    for bad, why in (
+        ("warmup", "each turn is sent once, unmeasured, before its rounds (its first sending, "
+         "whose cache hit rate the result notes); leave warmup out"),
+        ("prompts", "the prompts are the conversations' turns; pass conversations="),
+    ):  # fmt: skip
+        if bad in run_kwargs:
+            raise ConfigError(f"conversation({bad}=...): {why}")
     where = "conversation(conversations=...)"
     shape = (
         "a list of conversations, each a list of user messages (e.g. prompts.standard_"

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..engines.protocol import Sampling
 from .model import Derived, Form, Key, Record, json
 from .stats import chi2_sf, homogeneity_test
 
@@ -40,7 +41,9 @@ DEFAULT_ALPHA = 0.01
 
 
 class Sampler(Protocol):
-    def sample(self, prompts: Sequence[Any], sampling: dict[str, Any]) -> list[list[list[int]]]: ...
+    def sample(
+        self, prompts: Sequence[Any], sampling: Mapping[str, Any]
+    ) -> list[list[list[int]]]: ...
 
 
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
@@ -188,13 +191,7 @@ def compare_distributions(
     if temperature <= 0:
         raise ValueError("a distribution test needs temperature > 0; use exact matching at 0")
     per_prompt = max(1, math.ceil(samples / len(prompts)))
-    params = {
-        "temperature": float(temperature),
-        "max_tokens": tokens,
-        "ignore_eos": True,
-        "n": per_prompt,
-        **sampling,
-    }
+    params = Sampling.of(tokens, temperature, sampling, n=per_prompt)
     base = baseline.sample(prompts, params)
     spec = speculative.sample(prompts, params)
     tests = []

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engines.config import EngineConfig, lossy
 from ..engines.footprint import ProposerMemory
-from ..engines.protocol import Counters, Round
+from ..engines.protocol import Counters, Round, Sampling
 from ..errors import NoSpeculationError
 from .cache import cache_gap, hit_rates
 from .paired import PairedRounds
@@ -149,7 +149,7 @@ def build_result(
     category: str,
     speculative: EngineConfig,
     num_prompts: int,
-    sampling: Mapping[str, Any],
+    sampling: Sampling,
     concurrency: int | None,
     label: str = "",
 ) -> Result:
@@ -196,7 +196,7 @@ def build_result(
         num_speculative_tokens=k, draft=speculative.draft,
         speculative_config=speculative.speculative_config or {},
         engine_kwargs=speculative.engine_kwargs, num_prompts=num_prompts,
-        max_tokens=int(sampling["max_tokens"]), temperature=float(sampling["temperature"]),
+        max_tokens=int(sampling.max_tokens), temperature=float(sampling.temperature),
         concurrency=concurrency, trials=len(ratios), mode=raw.mode, memory=raw.memory,
         speedup=speedup, speedup_ci=ci, ratios=ratios,
         acceptance_rate=counters.acceptance_rate,

@@ -151,6 +151,40 @@ def check_run_args(max_tokens: Any, temperature: Any, concurrency: Any) -> None:
         raise ConfigError(f"run(concurrency=...): expected a positive integer, got {concurrency!r}")
 
 
+def check_sampling_temperature(temperature: Any) -> None:
+    """``sample_equivalence()``'s temperature: a number > 0."""
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or temperature <= 0
+    ):
+        raise ConfigError(
+            f"sample_equivalence(temperature=...): expected a number > 0, got {temperature!r};"
+            " at temperature 0 use run() and exact matching"
+        )
+
+
+def check_axes(call: str, **axes: list[Any]) -> None:
+    """A grid's axes (``sweep``'s k and concurrency): distinct positive integers each."""
+    for name, values in axes.items():
+        if not values or any(not _is_int(v) or v < 1 for v in values):
+            raise ConfigError(f"{call}({name}=...): expected positive integers, got {values!r}")
+        if len(set(values)) != len(values):
+            raise ConfigError(f"{call}({name}=...): a value is listed twice in {values!r}")
+
+
+def label_prefix(call: str, label: Any) -> str:
+    """``label`` (a non-empty string) and a space, put before each of ``call``'s own
+    labels; ``""`` without one."""
+    if label is None:
+        return ""
+    if not isinstance(label, str) or not label.strip():
+        raise ConfigError(
+            f'{call}(label=...): expected a non-empty string, e.g. label="long", got {label!r:.80}'
+        )
+    return f"{label} "
+
+
 def cycled(prompts: Sequence[Any], n: int) -> list[Any]:
     """``n`` prompts: ``prompts`` repeated in order (request i carries ``prompts[i % len]``)."""
     return [prompts[i % len(prompts)] for i in range(n)]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import Bench, ConfigError, EngineBackend, EngineSource
+from pytest_specdecode.engines.protocol import Sampling
 from pytest_specdecode.measure import bench as bench_module
 
 from ..fakes import Collected, FakeSource
@@ -120,3 +121,112 @@ def test_engine_memory_comes_from_the_source_through_the_protocol() -> None:
     )
     assert (result.baseline.memory_gib, result.speculative.memory_gib) == (2.0, 2.5)
     assert isinstance(Measured(), EngineSource)
+
+
+def test_every_run_gets_one_typed_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[Any] = []
+    run_paired = bench_module.run_paired
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        sent.append(args[4])
+        return run_paired(*args, **kwargs)
+
+    monkeypatch.setattr(bench_module, "run_paired", recording)
+    bench = Bench("org/target", NGRAM, source=FakeSource(), progress=None, trials=2)
+    schema = {"type": "object"}
+    bench.run(["p"], max_tokens=4, json_schema=schema, ignore_eos=False, top_p=0.9)
+    bench.sweep(["p"], max_tokens=3, num_speculative_tokens=[2], seed=5, label="s")
+    typed, swept = sent
+    assert isinstance(typed, Sampling) and isinstance(swept, Sampling)
+    assert (typed.max_tokens, typed.ignore_eos, typed.extra) == (4, False, {"top_p": 0.9})
+    # its mapping is the keywords vLLM's SamplingParams gets, as the backends take them
+    assert typed == {
+        "temperature": 0.0, "max_tokens": 4, "ignore_eos": False, "seed": 0, "top_p": 0.9,
+        "structured_outputs": {"json": schema},
+    }  # fmt: skip
+    assert dict(swept) == {"temperature": 0.0, "max_tokens": 3, "ignore_eos": True, "seed": 5}
+
+
+def test_sampling_takes_typed_keywords_from_the_extra_ones() -> None:
+    made = Sampling.of(8, 1, {"n": 3, "seed": 7, "structured_outputs": "x", "top_k": 2})
+    assert (made.temperature, made.n, made.seed, made.extra) == (1.0, 3, 7, {"top_k": 2})
+    assert made.structured_outputs == "x"
+    both = Sampling.of(8, 0, {"structured_outputs": "x"}, structured_outputs="y")
+    assert both["structured_outputs"] == "y"  # run(json_schema=...) over the keyword
+    assert "seed" not in Sampling(max_tokens=2) and Sampling(max_tokens=2).get("n") is None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda b: b.sweep(["p"], max_tokens=4, num_speculative_tokens=[0]),
+            "sweep(num_speculative_tokens=...): expected positive integers, got [0]",
+        ),
+        (
+            lambda b: b.sweep(["p"], max_tokens=4, concurrency=[2, 2]),
+            "sweep(concurrency=...): a value is listed twice in [2, 2]",
+        ),
+        (
+            lambda b: b.sweep(["p"], max_tokens=4, label=" "),
+            "sweep(label=...): expected a non-empty string, e.g. label=\"long\", got ' '",
+        ),
+        (
+            lambda b: b.sample_equivalence(["p"], temperature=0),
+            "sample_equivalence(temperature=...): expected a number > 0, got 0; at temperature 0"
+            " use run() and exact matching",
+        ),
+        (
+            lambda b: b.conversation([["a"]], max_tokens=4, warmup=2, prompts=["p"]),
+            "conversation(warmup=...): each turn is sent once, unmeasured, before its rounds "
+            "(its first sending, whose cache hit rate the result notes); leave warmup out",
+        ),
+        (
+            lambda b: b.conversation([["a"]], max_tokens=4, prompts=["p"]),
+            "conversation(prompts=...): the prompts are the conversations' turns; pass "
+            "conversations=",
+        ),
+        (
+            lambda b: b.run([], max_tokens=0, label=3),
+            "run(prompts=...): the prompt list is empty",
+        ),
+        (
+            lambda b: b.run(["p"], max_tokens=0, label=3),
+            "run(max_tokens=...): expected a positive integer, got 0",
+        ),
+        (
+            lambda b: b.run(["p"], max_tokens=4, label=3, json_schema="{}"),
+            "run(label=...): expected a string, got 3",
+        ),
+        (
+            lambda b: b.load(["p"], max_tokens=4, rates=[0], label=3),
+            "load(rates=...): every rate must be a number of requests per second above 0 and "
+            'at most 1e+06 (float("inf"): all at once), got 0 in [0]',
+        ),
+    ],
+)
+def test_argument_errors_come_in_their_order(call: Any, message: str) -> None:
+    bench = Bench("org/target", NGRAM, source=FakeSource(), progress=None, trials=2)
+    with pytest.raises(ConfigError) as raised:
+        call(bench)
+    assert str(raised.value) == message
+
+
+def test_a_clash_asks_for_distinct_labels() -> None:
+    bench = Bench("org/target", NGRAM, name="t.py::t", source=FakeSource(), progress=None, trials=2)
+    bench.run(["p"], max_tokens=4, label="a")
+    with pytest.raises(ConfigError) as raised:
+        bench.run(["p"], max_tokens=4, label="a")
+    assert str(raised.value) == (
+        "t.py::t: run(label='a'): this test already stored a result under the key 't.py::t[a]'; "
+        'give each run() of a test a distinct label, e.g. run(..., label="short") and '
+        'run(..., label="long")'
+    )
+    bench.sweep(["p"], max_tokens=4)
+    with pytest.raises(ConfigError) as raised:
+        bench.sweep(["p"], max_tokens=4)
+    assert str(raised.value) == (
+        "t.py::t: sweep(): its result 'k=4 c=1' would be stored under the key 't.py::t[k=4 c=1]',"
+        " which this test's earlier sweep() holds; give each sweep() of a test a distinct label,"
+        ' e.g. sweep(..., label="short") and sweep(..., label="long")'
+    )

@@ -20,6 +20,7 @@ from pytest_specdecode.engines.protocol import (
     Counters,
     RequestFigures,
     Round,
+    Sampling,
     request_spec_fields,
 )
 from pytest_specdecode.engines.served import ServedEngine
@@ -213,7 +214,7 @@ def _result(per_prompt: list[tuple[int, int] | None]) -> Result:
     return build_result(
         _raw(per_prompt), nodeid="t.py::test_a", category="c",
         speculative=EngineConfig.create("org/target", spec, {}), num_prompts=len(per_prompt),
-        sampling={"max_tokens": 1, "temperature": 0.0}, concurrency=None,
+        sampling=Sampling(max_tokens=1), concurrency=None,
     )  # fmt: skip
 
 
