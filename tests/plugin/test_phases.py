@@ -20,6 +20,7 @@ from pytest_specdecode.engines.protocol import (
     PhaseTimes,
     RequestFigures,
     Round,
+    Sampling,
     StepProfile,
 )
 from pytest_specdecode.measure.assertions import check_gates
@@ -93,7 +94,7 @@ def result_of(raw: PairedRounds, spec: dict[str, Any] = DRAFT) -> Result:
     return build_result(
         raw, nodeid="t.py::test_a", category="structured",
         speculative=EngineConfig.create("org/target", spec, {}), num_prompts=2,
-        sampling={"max_tokens": 3, "temperature": 0.0}, concurrency=None,
+        sampling=Sampling(max_tokens=3, temperature=0.0), concurrency=None,
     )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from pytest_specdecode.engines.footprint import (
     mtp_layer_bytes,
     proposer_footprint,
 )
-from pytest_specdecode.engines.protocol import Counters
+from pytest_specdecode.engines.protocol import Counters, Sampling
 from pytest_specdecode.measure.choice import Ranking
 from pytest_specdecode.measure.figures import build_result
 from pytest_specdecode.measure.paired import PairedRounds
@@ -175,7 +175,7 @@ def measured(spec: dict[str, Any], reported: dict[str, Any], tokens: int, label:
     return build_result(
         raw, nodeid="t.py::test_choose", category="c",
         speculative=EngineConfig.create("/models/target", spec, {}), num_prompts=1,
-        sampling={"max_tokens": 3, "temperature": 0.0}, concurrency=None, label=label,
+        sampling=Sampling(max_tokens=3, temperature=0.0), concurrency=None, label=label,
     )  # fmt: skip
 
 
