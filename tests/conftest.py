@@ -120,11 +120,11 @@ os.environ.setdefault("COLUMNS", "400")
 os.environ.setdefault(MULTIPROCESSING_ENV, "0")
 
 # Such an engine's worker is forked from a fork server that imported torch and vLLM once per
-# process (engines/launch.py, ``auto``: vLLM's own layout still spawns), so a process's later
-# starts skip those imports: the shared suite's four starts took 23-25 s instead of 44-45 s,
-# its whole run 120-125 s instead of 145-155 s (docs/validation.md "Engine start-up"). The
-# default start method (spawn) is what the tests of vLLM's own layout and of the launch itself
-# use (tests/unit/test_launch.py).
+# process (engines/launch.py, ``auto``: vLLM's own layout still spawns), so the real-engine
+# tests run the fork server on real vLLM, and a process's later starts skip those imports.
+# In a quiet clean-clone CI run the starts summed 934 s instead of 1264 s, but the real-engine
+# part took as long as with spawned workers (1410 s and 1409 s; docs/validation.md "Engine
+# start-up"). The default start method (spawn) is what the tests of vLLM's own layout use.
 os.environ.setdefault(START_METHOD_ENV, "auto")
 
 # Every engine start of the session, in this process and in every run it starts, is one line
