@@ -110,6 +110,14 @@ def if_none(value: Any, _record: Any) -> bool:
     return value is None
 
 
+def optional(schema: Mapping[str, Any], doc: str) -> Any:
+    """A field that defaults to None and is left out of the JSON while None: ``schema`` is its
+    whole schema, ``doc`` its description (reports from before it was kept lack it)."""
+    return dataclasses.field(
+        default=None, metadata=json(omit=if_none, schema=schema, replace=True, doc=doc)
+    )
+
+
 def if_empty(value: Any, _record: Any) -> bool:
     return not value
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.protocol import PHASES, Counters, PhaseTimes, Round
-from .model import Derived, Form, Key, Record, if_empty, if_none, json
+from .model import Derived, Form, Key, Record, if_empty, if_none, json, optional
 from .stats import t975
 
 #: The step kinds of a profile, decode first (the one the verdict is about).
@@ -50,16 +50,11 @@ class StepFigures(Record):
     sample_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
     draft_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
     other_ms: float | None = field(default=None, metadata=json(schema=_MS, replace=True))
-    request_steps: float | None = field(
-        default=None,
-        metadata=json(
-            omit=if_none,
-            schema={"type": "number", "minimum": 0},
-            replace=True,
-            doc="per measured round, the steps counted once per request each ran (a baseline "
-            "decode step yields one token per request); absent in reports from before they were "
-            "counted",
-        ),
+    request_steps: float | None = optional(
+        {"type": "number", "minimum": 0},
+        "per measured round, the steps counted once per request each ran (a baseline "
+        "decode step yields one token per request); absent in reports from before they were "
+        "counted",
     )
     full_step_ms: float | None = field(
         default=None,
@@ -116,15 +111,10 @@ class EngineSteps(Record):
 
     decode: StepFigures
     prefill: StepFigures
-    round_ms: float | None = field(
-        default=None,
-        metadata=json(
-            omit=if_none,
-            schema={"type": "number", "minimum": 0},
-            replace=True,
-            doc="the engine's measured rounds' mean wall time in milliseconds: prefill steps + "
-            "decode steps + the time outside any step; absent in reports from before it was kept",
-        ),
+    round_ms: float | None = optional(
+        {"type": "number", "minimum": 0},
+        "the engine's measured rounds' mean wall time in milliseconds: prefill steps + "
+        "decode steps + the time outside any step; absent in reports from before it was kept",
     )
 
     def split(self) -> tuple[float, float, float] | None:

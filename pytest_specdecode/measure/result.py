@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .detectable import Detectable
-from .model import Form, Record, encode, if_empty, if_none, json
+from .model import Form, Record, encode, if_empty, if_none, json, optional
 from .model import finite as finite  # the one rule, for the modules that ask here
 from .phases import PhaseSummary
 from .stats import percentile
@@ -235,15 +235,10 @@ class Result(Record):
             "compared_rounds rounds compared with it can catch",
         ),
     )
-    compared_rounds: int | None = field(
-        default=None,
-        metadata=json(
-            omit=if_none,
-            schema={"type": "integer", "minimum": 2},
-            replace=True,
-            doc="a result saved as a baseline: the most rounds a run compared with it takes (two "
-            "thirds of its rounds, at least 20, at most --specdecode-compare-max-trials)",
-        ),
+    compared_rounds: int | None = optional(
+        {"type": "integer", "minimum": 2},
+        "a result saved as a baseline: the most rounds a run compared with it takes (two "
+        "thirds of its rounds, at least 20, at most --specdecode-compare-max-trials)",
     )
     #: the speculative side's prefix-cache hit rate minus the baseline's on the same requests:
     #: the mean of the per-round differences and its 95% t-interval (None: fewer than two
